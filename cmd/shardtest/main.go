@@ -1,0 +1,34 @@
+// Command shardtest runs the reference cluster-sharding node, its journal,
+// and the Jepsen-style harness that tests any implementation of the node
+// protocol (docs/protocol.md).
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := newRootCmd().ExecuteContext(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "shardtest:", err)
+		os.Exit(1)
+	}
+}
+
+func newRootCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "shardtest",
+		Short:         "Test distributed actor sharding and singletons for correctness",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddCommand(newNodeCmd(), newJournalCmd(), newClusterCmd())
+	return root
+}

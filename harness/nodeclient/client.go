@@ -1,0 +1,227 @@
+// Package nodeclient is the harness's client for the node protocol
+// (docs/protocol.md). It is written from the protocol document, not from
+// the reference node's code: the protocol is the only seam between the
+// harness and an implementation under test.
+package nodeclient
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+)
+
+// Outcome of a request, as the protocol classifies it.
+type Outcome string
+
+// Outcomes. Checkers depend on the difference between Fail and Unknown: a
+// timeout is never a failure.
+const (
+	OK      Outcome = "ok"
+	Fail    Outcome = "fail"
+	Unknown Outcome = "unknown"
+)
+
+// ServedBy names the member that served a reply.
+type ServedBy struct {
+	Node        string `json:"node"`
+	Incarnation string `json:"incarnation"`
+}
+
+// Error is a failed request.
+type Error struct {
+	// Status is the HTTP status (0 if no reply arrived).
+	Status   int
+	Code     string
+	Message  string
+	Outcome  Outcome
+	ServedBy ServedBy
+	Err      error // transport error, if any
+}
+
+func (e *Error) Error() string {
+	if e.Err != nil {
+		return fmt.Sprintf("%s (outcome %s)", e.Err, e.Outcome)
+	}
+	return fmt.Sprintf("%d %s: %s (outcome %s)", e.Status, e.Code, e.Message, e.Outcome)
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// OutcomeOf classifies err: nil is OK; a protocol error says; anything else
+// (no answer) is Unknown.
+func OutcomeOf(err error) Outcome {
+	if err == nil {
+		return OK
+	}
+	var e *Error
+	if errors.As(err, &e) && e.Outcome == Fail {
+		return Fail
+	}
+	return Unknown
+}
+
+// Member is a member as a node reports it.
+type Member struct {
+	UID         string `json:"uid"`
+	Name        string `json:"name"`
+	Incarnation string `json:"incarnation"`
+	UpNumber    int64  `json:"up_number"`
+	Status      string `json:"status"`
+	Reachable   bool   `json:"reachable"`
+	GossipAddr  string `json:"gossip_addr"`
+	HTTPAddr    string `json:"http_addr"`
+}
+
+// Singleton is a singleton's state on a node.
+type Singleton struct {
+	Name    string `json:"name"`
+	Running bool   `json:"running"`
+}
+
+// Status is GET /v1/status (the fields the harness relies on).
+type Status struct {
+	ServedBy    ServedBy    `json:"served_by"`
+	Protocol    string      `json:"protocol"`
+	Self        Member      `json:"self"`
+	Ready       bool        `json:"ready"`
+	Oldest      string      `json:"oldest"`
+	Members     []Member    `json:"members"`
+	Unreachable []string    `json:"unreachable"`
+	Singletons  []Singleton `json:"singletons"`
+}
+
+// SingletonRunning reports whether the named singleton runs on the node.
+func (s Status) SingletonRunning(name string) bool {
+	for _, x := range s.Singletons {
+		if x.Name == name && x.Running {
+			return true
+		}
+	}
+	return false
+}
+
+// NextID is POST /v1/singleton/next-id.
+type NextID struct {
+	ServedBy  ServedBy `json:"served_by"`
+	ID        int64    `json:"id"`
+	Singleton struct {
+		Node        string `json:"node"`
+		Incarnation string `json:"incarnation"`
+		Instance    int64  `json:"instance"`
+	} `json:"singleton"`
+}
+
+// Event is one node event.
+type Event struct {
+	Seq         uint64    `json:"seq"`
+	Time        time.Time `json:"time"`
+	Incarnation string    `json:"incarnation"`
+	Type        string    `json:"type"`
+	Member      string    `json:"member,omitempty"`
+	Peer        string    `json:"peer,omitempty"`
+	Singleton   string    `json:"singleton,omitempty"`
+	Detail      string    `json:"detail,omitempty"`
+}
+
+// Client talks to one node.
+type Client struct {
+	base string
+	http *http.Client
+}
+
+// New returns a client for the node at addr (host:port).
+func New(addr string, hc *http.Client) *Client {
+	if hc == nil {
+		hc = &http.Client{}
+	}
+	return &Client{base: "http://" + addr, http: hc}
+}
+
+// Status reads the node's status.
+func (c *Client) Status(ctx context.Context) (Status, error) {
+	var s Status
+	return s, c.do(ctx, http.MethodGet, "/v1/status", nil, &s)
+}
+
+// NextID asks the node for an id from the id-generator singleton.
+func (c *Client) NextID(ctx context.Context) (NextID, error) {
+	var r NextID
+	return r, c.do(ctx, http.MethodPost, "/v1/singleton/next-id", struct{}{}, &r)
+}
+
+// Leave asks the node to leave gracefully.
+func (c *Client) Leave(ctx context.Context) error {
+	return c.do(ctx, http.MethodPost, "/v1/admin/leave", struct{}{}, nil)
+}
+
+// Events returns events after seq, and the newest sequence number.
+func (c *Client) Events(ctx context.Context, after uint64, limit int) ([]Event, uint64, error) {
+	var r struct {
+		Events []Event `json:"events"`
+		Last   uint64  `json:"last"`
+	}
+	q := url.Values{"after": {strconv.FormatUint(after, 10)}, "limit": {strconv.Itoa(limit)}}
+	err := c.do(ctx, http.MethodGet, "/v1/events?"+q.Encode(), nil, &r)
+	return r.Events, r.Last, err
+}
+
+func (c *Client) do(ctx context.Context, method, path string, body, out any) error {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return &Error{Outcome: Fail, Err: fmt.Errorf("encode request: %w", err)}
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
+	if err != nil {
+		return &Error{Outcome: Fail, Err: fmt.Errorf("build request: %w", err)}
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	res, err := c.http.Do(req)
+	if err != nil {
+		return &Error{Outcome: Unknown, Err: err}
+	}
+	defer res.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(res.Body, 64<<20))
+	if err != nil {
+		return &Error{Status: res.StatusCode, Outcome: Unknown, Err: fmt.Errorf("read reply: %w", err)}
+	}
+	if res.StatusCode/100 != 2 {
+		e := &Error{Status: res.StatusCode, Outcome: Unknown}
+		var eb struct {
+			Error    string   `json:"error"`
+			Code     string   `json:"code"`
+			Outcome  string   `json:"outcome"`
+			ServedBy ServedBy `json:"served_by"`
+		}
+		if json.Unmarshal(data, &eb) == nil {
+			e.Code, e.Message, e.ServedBy = eb.Code, eb.Error, eb.ServedBy
+			if eb.Outcome == string(Fail) {
+				e.Outcome = Fail
+			}
+		} else {
+			e.Message = string(data)
+		}
+		return e
+	}
+	if out == nil {
+		return nil
+	}
+	if err := json.Unmarshal(data, out); err != nil {
+		// A 2xx whose body we cannot read: the request took effect, but we
+		// do not know its result.
+		return &Error{Status: res.StatusCode, Outcome: Unknown, Err: fmt.Errorf("decode reply: %w", err)}
+	}
+	return nil
+}

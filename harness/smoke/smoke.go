@@ -1,0 +1,224 @@
+// Package smoke is a short end-to-end check of a running cluster through
+// the node protocol: clients take ids from the id-generator singleton on
+// every node while the oldest member leaves gracefully; ids must never
+// repeat, each client must see them increase, and afterwards the survivors
+// must agree on a new oldest that runs the only singleton.
+package smoke
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/shardtest/shardtest/harness/nodeclient"
+)
+
+// Singleton is the name of the singleton the check uses.
+const Singleton = "id-generator"
+
+// Node is what the check needs of a cluster node.
+type Node struct {
+	Name   string
+	Client *nodeclient.Client
+	// Exited is closed when the node's process has exited (after leaving).
+	Exited <-chan struct{}
+}
+
+// Result is the check's verdict with its evidence.
+type Result struct {
+	OK, Fail, Unknown int
+	// OKAfterLeave counts ids handed out after the oldest had left.
+	OKAfterLeave int
+	Left         string
+	NewOldest    string
+	Problems     []string
+}
+
+// Passed reports whether no problem was found.
+func (r Result) Passed() bool { return len(r.Problems) == 0 }
+
+func (r Result) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "next-id: %d ok, %d failed, %d unknown; %d ok after %s left; new oldest %s\n",
+		r.OK, r.Fail, r.Unknown, r.OKAfterLeave, r.Left, r.NewOldest)
+	for _, p := range r.Problems {
+		fmt.Fprintf(&b, "PROBLEM: %s\n", p)
+	}
+	return b.String()
+}
+
+// Run runs the check for about d.
+func Run(ctx context.Context, nodes []Node, d time.Duration, log *slog.Logger) (Result, error) {
+	var res Result
+	oldest, err := agreedOldest(ctx, nodes, len(nodes), 30*time.Second)
+	if err != nil {
+		return res, err
+	}
+	leaver := -1
+	for i, n := range nodes {
+		if strings.HasPrefix(oldest, n.Name+"@") {
+			leaver = i
+		}
+	}
+	if leaver < 0 {
+		return res, fmt.Errorf("smoke: the oldest %s is none of the nodes", oldest)
+	}
+	res.Left = oldest
+
+	type reply struct {
+		id    int64
+		after bool
+	}
+	var (
+		mu       sync.Mutex
+		seen     = map[int64]string{}
+		left     bool
+		problems []string
+	)
+	cctx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	for i, n := range nodes {
+		for k := range 2 {
+			client := fmt.Sprintf("%s/c%d", n.Name, k)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				var last int64
+				for cctx.Err() == nil {
+					if i == leaver {
+						select {
+						case <-n.Exited:
+							return
+						default:
+						}
+					}
+					rctx, cancel := context.WithTimeout(cctx, 3*time.Second)
+					r, err := n.Client.NextID(rctx)
+					cancel()
+					if cctx.Err() != nil {
+						return
+					}
+					mu.Lock()
+					switch nodeclient.OutcomeOf(err) {
+					case nodeclient.OK:
+						res.OK++
+						if left {
+							res.OKAfterLeave++
+						}
+						if prev, dup := seen[r.ID]; dup {
+							problems = append(problems, fmt.Sprintf("id %d handed out twice: to %s and to %s", r.ID, prev, client))
+						}
+						seen[r.ID] = client
+						if r.ID <= last {
+							problems = append(problems, fmt.Sprintf("%s got id %d after %d", client, r.ID, last))
+						}
+						last = r.ID
+					case nodeclient.Fail:
+						res.Fail++
+					default:
+						res.Unknown++
+					}
+					mu.Unlock()
+					if err != nil {
+						time.Sleep(50 * time.Millisecond)
+					}
+				}
+			}()
+		}
+	}
+
+	wait := func(t time.Duration) {
+		select {
+		case <-cctx.Done():
+		case <-time.After(t):
+		}
+	}
+	wait(d / 3)
+	log.Info("smoke: the oldest leaves gracefully", "node", nodes[leaver].Name)
+	if err := nodes[leaver].Client.Leave(ctx); err != nil {
+		stop()
+		wg.Wait()
+		return res, fmt.Errorf("smoke: leave %s: %w", nodes[leaver].Name, err)
+	}
+	select {
+	case <-nodes[leaver].Exited:
+	case <-time.After(60 * time.Second):
+		problems = append(problems, fmt.Sprintf("%s did not finish leaving within 60s", nodes[leaver].Name))
+	case <-ctx.Done():
+	}
+	mu.Lock()
+	left = true
+	mu.Unlock()
+	wait(d * 2 / 3)
+	stop()
+	wg.Wait()
+
+	rest := append(append([]Node{}, nodes[:leaver]...), nodes[leaver+1:]...)
+	res.NewOldest, err = agreedOldest(ctx, rest, len(rest), 30*time.Second)
+	if err != nil {
+		problems = append(problems, err.Error())
+	} else {
+		var running []string
+		for _, n := range rest {
+			st, err := n.Client.Status(ctx)
+			if err == nil && st.SingletonRunning(Singleton) {
+				running = append(running, st.Self.UID)
+			}
+		}
+		if len(running) != 1 || running[0] != res.NewOldest {
+			problems = append(problems, fmt.Sprintf("after the leave the singleton runs on %v, want exactly the new oldest %s", running, res.NewOldest))
+		}
+	}
+	if res.OKAfterLeave == 0 {
+		problems = append(problems, "no id was handed out after the oldest left")
+	}
+	sort.Strings(problems)
+	res.Problems = problems
+	return res, nil
+}
+
+// agreedOldest waits until every node is ready with want members, none
+// unreachable, and all name the same oldest.
+func agreedOldest(ctx context.Context, nodes []Node, want int, timeout time.Duration) (string, error) {
+	deadline := time.Now().Add(timeout)
+	var last error
+	for time.Now().Before(deadline) {
+		oldest, err := func() (string, error) {
+			oldest := ""
+			for _, n := range nodes {
+				rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+				st, err := n.Client.Status(rctx)
+				cancel()
+				if err != nil {
+					return "", fmt.Errorf("%s: %w", n.Name, err)
+				}
+				if !st.Ready || len(st.Members) != want || len(st.Unreachable) > 0 {
+					return "", fmt.Errorf("%s: ready=%v, %d members (want %d), unreachable %v", n.Name, st.Ready, len(st.Members), want, st.Unreachable)
+				}
+				if oldest != "" && st.Oldest != oldest {
+					return "", fmt.Errorf("%s sees oldest %s, another node %s", n.Name, st.Oldest, oldest)
+				}
+				oldest = st.Oldest
+			}
+			if oldest == "" {
+				return "", errors.New("no oldest")
+			}
+			return oldest, nil
+		}()
+		if err == nil {
+			return oldest, nil
+		}
+		last = err
+		select {
+		case <-ctx.Done():
+			return "", ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	return "", fmt.Errorf("smoke: members did not agree on the oldest within %v: %w", timeout, last)
+}

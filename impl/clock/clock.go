@@ -1,0 +1,153 @@
+// Package clock is the injectable clock every timer, timeout and timestamp in
+// impl/ goes through, so the harness can skew a node's sense of time.
+//
+// A node cannot have its real clock skewed: Go reads time through the vDSO
+// (libfaketime cannot reach it) and containers share the host's clock. So the
+// skew lives here, inside the process: an offset added to Now, and a drift
+// rate that makes the clock run fast or slow. Timers and tickers run at the
+// drifted rate (a 10 s timer on a clock drifting +10 % fires after about
+// 9.1 s of real time); an offset jump moves Now but does not fire or delay
+// running timers, as with a monotonic clock. Code outside impl/ — memberlist's
+// own probe and gossip timers, the Go HTTP server's timeouts — keeps real time.
+package clock
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// Clock is what impl/ code uses instead of the time package.
+type Clock interface {
+	// Now is the node's idea of the current time (real time plus skew).
+	Now() time.Time
+	// Since is Now().Sub(t).
+	Since(t time.Time) time.Duration
+	// NewTimer fires once after d of this clock's time.
+	NewTimer(d time.Duration) *time.Timer
+	// NewTicker ticks every d of this clock's time.
+	NewTicker(d time.Duration) *time.Ticker
+	// Sleep waits d of this clock's time, or until ctx is done.
+	Sleep(ctx context.Context, d time.Duration) error
+}
+
+// Skew is the adjustment a Adjustable clock applies.
+type Skew struct {
+	// Offset is added to real time (may be negative).
+	Offset time.Duration `json:"offset_ns"`
+	// Drift is the rate error: 0.01 makes the clock gain 1 % (10 ms a second).
+	// It must be greater than -1.
+	Drift float64 `json:"drift"`
+}
+
+// Adjustable is a Clock whose offset and drift can be changed at run time.
+// The zero skew is real time. It is safe for concurrent use.
+type Adjustable struct {
+	mu sync.Mutex
+	// now reads the real time; replaced in tests.
+	now func() time.Time
+	// anchor is the real time at which offset was last set; since then the
+	// skew grows by drift per unit of real time.
+	anchor time.Time
+	offset time.Duration
+	drift  float64
+}
+
+// Real returns an Adjustable clock with no skew.
+func Real() *Adjustable { return newAdjustable(time.Now) }
+
+func newAdjustable(now func() time.Time) *Adjustable {
+	return &Adjustable{now: now, anchor: now()}
+}
+
+// MaxOffset bounds an offset the clock accepts: far beyond any useful
+// fault, and small enough that no arithmetic overflows.
+const MaxOffset = 24 * time.Hour
+
+// MaxDrift bounds the drift rate either way (±50 %).
+const MaxDrift = 0.5
+
+// Set replaces the skew. The clock continues from Now with the new offset
+// and drift, so Now may jump by the change of offset but never by drift.
+func (c *Adjustable) Set(s Skew) error {
+	if err := s.Validate(); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.anchor = c.now()
+	c.offset = s.Offset
+	c.drift = s.Drift
+	return nil
+}
+
+// Validate reports whether s is within the bounds the clock accepts.
+func (s Skew) Validate() error {
+	if s.Offset > MaxOffset || s.Offset < -MaxOffset {
+		return &RangeError{What: "offset", Value: s.Offset.String(), Limit: "±" + MaxOffset.String()}
+	}
+	if s.Drift != s.Drift || s.Drift > MaxDrift || s.Drift < -MaxDrift { // NaN too
+		return &RangeError{What: "drift", Value: formatFloat(s.Drift), Limit: "±0.5"}
+	}
+	return nil
+}
+
+// Current returns the skew in force now: the offset includes what drift has
+// accumulated since the last Set.
+func (c *Adjustable) Current() Skew {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return Skew{Offset: c.skewLocked(c.now()), Drift: c.drift}
+}
+
+func (c *Adjustable) skewLocked(real time.Time) time.Duration {
+	return c.offset + time.Duration(float64(real.Sub(c.anchor))*c.drift)
+}
+
+// Now implements Clock.
+func (c *Adjustable) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	real := c.now()
+	return real.Add(c.skewLocked(real))
+}
+
+// Since implements Clock.
+func (c *Adjustable) Since(t time.Time) time.Duration { return c.Now().Sub(t) }
+
+// Real converts a duration of this clock's time into real time.
+func (c *Adjustable) Real(d time.Duration) time.Duration {
+	c.mu.Lock()
+	drift := c.drift
+	c.mu.Unlock()
+	r := time.Duration(float64(d) / (1 + drift))
+	if d > 0 && r <= 0 {
+		r = 1
+	}
+	return r
+}
+
+// NewTimer implements Clock.
+func (c *Adjustable) NewTimer(d time.Duration) *time.Timer { return time.NewTimer(c.Real(d)) }
+
+// NewTicker implements Clock. d must be positive.
+func (c *Adjustable) NewTicker(d time.Duration) *time.Ticker { return time.NewTicker(c.Real(d)) }
+
+// Sleep implements Clock.
+func (c *Adjustable) Sleep(ctx context.Context, d time.Duration) error {
+	t := c.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// RangeError is returned for a skew outside the accepted bounds.
+type RangeError struct{ What, Value, Limit string }
+
+func (e *RangeError) Error() string {
+	return "clock " + e.What + " " + e.Value + " out of range " + e.Limit
+}

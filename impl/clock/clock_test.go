@@ -1,0 +1,89 @@
+package clock
+
+import (
+	"testing"
+	"time"
+)
+
+type fakeReal struct{ t time.Time }
+
+func (f *fakeReal) now() time.Time { return f.t }
+
+func TestAdjustable(t *testing.T) {
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	tests := []struct {
+		name    string
+		skew    Skew
+		elapsed time.Duration
+		want    time.Duration // Now - real now
+	}{
+		{"real", Skew{}, time.Minute, 0},
+		{"offset forward", Skew{Offset: 90 * time.Second}, time.Minute, 90 * time.Second},
+		{"offset back", Skew{Offset: -2 * time.Minute}, time.Minute, -2 * time.Minute},
+		{"drift fast", Skew{Drift: 0.01}, 100 * time.Second, time.Second},
+		{"drift slow with offset", Skew{Offset: time.Second, Drift: -0.01}, 100 * time.Second, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := &fakeReal{t: start}
+			c := newAdjustable(r.now)
+			if err := c.Set(tt.skew); err != nil {
+				t.Fatal(err)
+			}
+			r.t = start.Add(tt.elapsed)
+			if got := c.Now().Sub(r.t); got != tt.want {
+				t.Fatalf("skew = %v, want %v", got, tt.want)
+			}
+			if got := c.Current().Offset; got != tt.want {
+				t.Fatalf("Current().Offset = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestSetKeepsAccumulatedDriftOut(t *testing.T) {
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	r := &fakeReal{t: start}
+	c := newAdjustable(r.now)
+	if err := c.Set(Skew{Drift: 0.5}); err != nil {
+		t.Fatal(err)
+	}
+	r.t = r.t.Add(10 * time.Second)
+	if got := c.Current().Offset; got != 5*time.Second {
+		t.Fatalf("accumulated %v, want 5s", got)
+	}
+	// A reset returns to real time at once.
+	if err := c.Set(Skew{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Now(); !got.Equal(r.t) {
+		t.Fatalf("after reset Now = %v, want %v", got, r.t)
+	}
+}
+
+func TestValidate(t *testing.T) {
+	nan := 0.0
+	nan = nan / nan
+	bad := []Skew{
+		{Offset: 25 * time.Hour},
+		{Offset: -25 * time.Hour},
+		{Drift: 0.6},
+		{Drift: -0.9},
+		{Drift: nan},
+	}
+	for _, s := range bad {
+		if err := Real().Set(s); err == nil {
+			t.Errorf("Set(%+v) accepted", s)
+		}
+	}
+}
+
+func TestRealScalesByDrift(t *testing.T) {
+	c := Real()
+	if err := c.Set(Skew{Drift: 0.25}); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Real(10 * time.Second); got != 8*time.Second {
+		t.Fatalf("Real(10s) at +25%% = %v, want 8s", got)
+	}
+}

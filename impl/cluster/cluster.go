@@ -1,0 +1,888 @@
+// Package cluster is the reference node's cluster membership: members and
+// their age, reachability as this node sees it, and a split-brain resolver
+// that downs members so that at most one side of a partition goes on.
+//
+// Membership rides on hashicorp/memberlist for discovery and state
+// exchange, but reachability is this package's own: every member sends a
+// heartbeat datagram to every other member, and a member this node has not
+// heard from within FailureTimeout is unreachable from here. Each member
+// gossips its own observations, so the resolver can also see indirectly
+// connected members. Age is an up-number allocated from the journal at
+// join, never a wall clock.
+package cluster
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+
+	"github.com/shardtest/shardtest/impl/clock"
+	"github.com/shardtest/shardtest/impl/events"
+	"github.com/shardtest/shardtest/impl/peer"
+	"github.com/shardtest/shardtest/impl/persistence"
+)
+
+// UpNumbersID is the journal persistence id up-numbers are allocated from:
+// the sequence number of a member's allocation event is its up-number.
+const UpNumbersID = "shardtest/cluster/up-numbers"
+
+// Config configures one member.
+type Config struct {
+	Name  string
+	Roles []string
+	// BindAddr is the IP the gossip transport binds; it is also advertised
+	// unless AdvertiseAddr is set. It must be an IP address.
+	BindAddr      string
+	BindPort      int // 0 picks a free port
+	AdvertiseAddr string
+	// HTTPAddr is this node's protocol address, gossiped to others.
+	HTTPAddr string
+	// Seeds are gossip addresses to join. The first seed bootstraps a new
+	// cluster if no other seed answers within SeedTimeout.
+	Seeds   []string
+	Journal persistence.Journal
+	Downing DowningConfig
+
+	HeartbeatInterval time.Duration // default 200ms
+	FailureTimeout    time.Duration // default 2s
+	RejoinInterval    time.Duration // default 2s
+	SeedTimeout       time.Duration // default 3s
+	// MaxGone bounds how many down/removed members are remembered.
+	MaxGone int // default 1000
+
+	Clock  clock.Clock
+	Events *events.Log
+	Logger *slog.Logger
+	Filter *peer.Filter
+}
+
+func (c *Config) setDefaults() {
+	if c.HeartbeatInterval <= 0 {
+		c.HeartbeatInterval = 200 * time.Millisecond
+	}
+	if c.FailureTimeout <= 0 {
+		c.FailureTimeout = 2 * time.Second
+	}
+	if c.RejoinInterval <= 0 {
+		c.RejoinInterval = 2 * time.Second
+	}
+	if c.SeedTimeout <= 0 {
+		c.SeedTimeout = 3 * time.Second
+	}
+	if c.MaxGone <= 0 {
+		c.MaxGone = 1000
+	}
+	if c.Clock == nil {
+		c.Clock = clock.Real()
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Events == nil {
+		c.Events = events.NewLog(c.Clock, 0)
+	}
+	if c.Filter == nil {
+		c.Filter = &peer.Filter{}
+	}
+}
+
+func (c *Config) validate() error {
+	if c.Name == "" || strings.ContainsAny(c.Name, "@ /") {
+		return fmt.Errorf("cluster: node name %q must be non-empty without '@', '/' or spaces", c.Name)
+	}
+	if net.ParseIP(c.BindAddr) == nil {
+		return fmt.Errorf("cluster: bind address %q is not an IP address", c.BindAddr)
+	}
+	if c.AdvertiseAddr != "" && net.ParseIP(c.AdvertiseAddr) == nil {
+		return fmt.Errorf("cluster: advertise address %q is not an IP address", c.AdvertiseAddr)
+	}
+	if c.Journal == nil {
+		return errors.New("cluster: a journal is needed to allocate up-numbers")
+	}
+	if c.FailureTimeout <= c.HeartbeatInterval {
+		return fmt.Errorf("cluster: failure timeout %v must exceed the heartbeat interval %v", c.FailureTimeout, c.HeartbeatInterval)
+	}
+	for _, s := range c.Seeds {
+		if _, _, err := net.SplitHostPort(s); err != nil {
+			return fmt.Errorf("cluster: seed %q: %w", s, err)
+		}
+	}
+	return c.Downing.Validate()
+}
+
+// Cluster is one member's membership service. Create it with New, run it
+// with Run; it ends when its context ends, when it has left, or when it is
+// downed.
+type Cluster struct {
+	cfg  Config
+	log  *slog.Logger
+	self Member
+
+	mu         sync.Mutex
+	ml         *memberlist.Memberlist
+	joined     bool
+	state      gossip
+	lastHeard  map[string]time.Time
+	reachable  map[string]bool
+	unreachAt  map[string]time.Time // for auto-down
+	obsVersion uint64
+	version    uint64
+	changed    chan struct{}
+	dirty      bool
+	// resolver stability tracking
+	problemSig    string
+	stableSince   time.Time
+	unstableSince time.Time
+	pushing       map[string]bool
+
+	downed     chan struct{}
+	downedOnce sync.Once
+	leaveDone  chan struct{}
+	leaveOnce  sync.Once
+}
+
+// New prepares a member with a fresh incarnation. Nothing runs until Run.
+func New(cfg Config) (*Cluster, error) {
+	cfg.setDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	inc, err := newIncarnation()
+	if err != nil {
+		return nil, err
+	}
+	c := &Cluster{
+		cfg:       cfg,
+		self:      Member{Name: cfg.Name, Incarnation: inc, HTTPAddr: cfg.HTTPAddr, Roles: slices.Clone(cfg.Roles)},
+		state:     gossip{},
+		lastHeard: map[string]time.Time{},
+		reachable: map[string]bool{},
+		unreachAt: map[string]time.Time{},
+		changed:   make(chan struct{}),
+		pushing:   map[string]bool{},
+		downed:    make(chan struct{}),
+		leaveDone: make(chan struct{}),
+	}
+	c.log = cfg.Logger.With("member", c.self.UID())
+	return c, nil
+}
+
+func newIncarnation() (string, error) {
+	b := make([]byte, 6)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("cluster: incarnation: %w", err)
+	}
+	return hex.EncodeToString(b), nil
+}
+
+// Self returns this member (its up-number is 0 until allocated).
+func (c *Cluster) Self() Member {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.self
+}
+
+// Downed is closed when this member has been downed (by itself or others).
+func (c *Cluster) Downed() <-chan struct{} { return c.downed }
+
+// Changed implements Membership.
+func (c *Cluster) Changed() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.changed
+}
+
+// bumpLocked records a change of the view and wakes Changed waiters.
+func (c *Cluster) bumpLocked() {
+	c.version++
+	close(c.changed)
+	c.changed = make(chan struct{})
+}
+
+// Snapshot implements Membership.
+func (c *Cluster) Snapshot() Snapshot {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.snapshotLocked()
+}
+
+func (c *Cluster) snapshotLocked() Snapshot {
+	s := Snapshot{Version: c.version}
+	uid := c.self.UID()
+	s.Self = MemberState{Member: c.self, Status: StatusJoining, Reachable: true}
+	if r, ok := c.state[uid]; ok && c.joined {
+		s.Self.Status = r.Status
+	}
+	for id, r := range c.state {
+		if id == uid && !c.joined {
+			continue
+		}
+		ms := MemberState{Member: r.Member, Status: r.Status, Reachable: id == uid || c.reachable[id]}
+		if r.Status.Final() {
+			s.Gone = append(s.Gone, ms)
+		} else {
+			s.Members = append(s.Members, ms)
+		}
+	}
+	byAge := func(a []MemberState) {
+		sort.Slice(a, func(i, j int) bool { return a[i].IsOlderThan(a[j].Member) })
+	}
+	byAge(s.Members)
+	byAge(s.Gone)
+	return s
+}
+
+// Run joins the cluster and serves membership until ctx ends, the member
+// has left, or it has been downed. It allocates the up-number first,
+// waiting for the journal as long as it takes.
+func (c *Cluster) Run(ctx context.Context) error {
+	up, err := c.allocateUpNumber(ctx)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	c.self.UpNumber = up
+	c.mu.Unlock()
+
+	if err := c.startMemberlist(); err != nil {
+		return err
+	}
+	defer c.shutdownMemberlist()
+	if err := c.join(ctx); err != nil {
+		return err
+	}
+
+	var wg sync.WaitGroup
+	loopCtx, cancel := context.WithCancel(ctx)
+	defer func() { cancel(); wg.Wait() }()
+	wg.Add(1)
+	go func() { defer wg.Done(); c.rejoinLoop(loopCtx) }()
+
+	t := c.cfg.Clock.NewTicker(c.cfg.HeartbeatInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-c.leaveDone:
+			return nil
+		case <-c.downed:
+			c.pushState(ctx, true) // tell whoever still listens
+			return nil
+		case <-t.C:
+			c.tick(loopCtx)
+		}
+	}
+}
+
+func (c *Cluster) allocateUpNumber(ctx context.Context) (int64, error) {
+	payload, _ := json.Marshal(struct {
+		UID  string `json:"uid"`
+		Addr string `json:"http_addr"`
+	}{c.self.UID(), c.self.HTTPAddr})
+	backoff := 200 * time.Millisecond
+	reported := false
+	for {
+		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		seq, err := c.cfg.Journal.Append(actx, UpNumbersID, persistence.AnySeq, persistence.NoEpoch, [][]byte{payload})
+		cancel()
+		if err == nil {
+			return seq, nil
+		}
+		if ctx.Err() != nil {
+			return 0, fmt.Errorf("cluster: allocate up-number: %w", ctx.Err())
+		}
+		if !reported {
+			c.cfg.Events.Append(events.Event{Type: events.JournalUnavailable, Detail: "allocating up-number: " + err.Error()})
+			reported = true
+		}
+		// An unknown outcome may have allocated a number that is then never
+		// used: harmless, up-numbers need only be unique and ordered.
+		c.log.Warn("cannot allocate up-number from the journal; retrying", "err", err)
+		if err := c.cfg.Clock.Sleep(ctx, backoff); err != nil {
+			return 0, fmt.Errorf("cluster: allocate up-number: %w", err)
+		}
+		backoff = min(2*backoff, 2*time.Second)
+	}
+}
+
+func (c *Cluster) startMemberlist() error {
+	nt, err := memberlist.NewNetTransport(&memberlist.NetTransportConfig{
+		BindAddrs: []string{c.cfg.BindAddr},
+		BindPort:  c.cfg.BindPort,
+		Logger:    newStdLogger(c.log),
+	})
+	if err != nil {
+		return fmt.Errorf("cluster: gossip transport on %s:%d: %w", c.cfg.BindAddr, c.cfg.BindPort, err)
+	}
+	port := nt.GetAutoBindPort()
+	adv := c.cfg.AdvertiseAddr
+	if adv == "" {
+		adv = c.cfg.BindAddr
+	}
+	tr := newFilteredTransport(nt, c.cfg.Filter)
+
+	c.mu.Lock()
+	c.self.GossipAddr = net.JoinHostPort(adv, strconv.Itoa(port))
+	uid := c.self.UID()
+	c.mu.Unlock()
+	c.cfg.Events.SetIncarnation(c.self.Incarnation)
+
+	mc := memberlist.DefaultLANConfig()
+	mc.Name = uid
+	mc.Transport = tr
+	mc.AdvertiseAddr = adv
+	mc.AdvertisePort = port
+	mc.Delegate = (*delegate)(c)
+	mc.Events = (*eventDelegate)(c)
+	mc.Logger = newStdLogger(c.log)
+	mc.TCPTimeout = time.Second
+	mc.PushPullInterval = 5 * time.Second
+	ml, err := memberlist.Create(mc)
+	if err != nil {
+		tr.Shutdown()
+		return fmt.Errorf("cluster: start memberlist: %w", err)
+	}
+	c.mu.Lock()
+	c.ml = ml
+	c.mu.Unlock()
+	return nil
+}
+
+func (c *Cluster) shutdownMemberlist() {
+	c.mu.Lock()
+	ml := c.ml
+	c.mu.Unlock()
+	if ml != nil {
+		if err := ml.Shutdown(); err != nil {
+			c.log.Warn("memberlist shutdown", "err", err)
+		}
+	}
+}
+
+// join contacts the seeds until one answers; the first seed bootstraps a
+// new cluster if none does within SeedTimeout.
+func (c *Cluster) join(ctx context.Context) error {
+	self := c.Self()
+	var others []string
+	for _, s := range c.cfg.Seeds {
+		if s != self.GossipAddr {
+			others = append(others, s)
+		}
+	}
+	first := len(c.cfg.Seeds) == 0 || c.cfg.Seeds[0] == self.GossipAddr
+	start := c.cfg.Clock.Now()
+	for {
+		if len(others) > 0 {
+			n, err := c.ml.Join(others)
+			if n > 0 {
+				break
+			}
+			c.log.Debug("no seed answered", "err", err)
+		}
+		if first && c.cfg.Clock.Since(start) >= c.cfg.SeedTimeout {
+			c.log.Info("no seed answered; bootstrapping a new cluster")
+			break
+		}
+		if err := c.cfg.Clock.Sleep(ctx, 500*time.Millisecond); err != nil {
+			return fmt.Errorf("cluster: join: %w", err)
+		}
+	}
+	c.mu.Lock()
+	c.joined = true
+	c.state.merge(&record{Member: c.self, Status: StatusUp})
+	c.noteNewLocked(c.self.UID())
+	c.dirty = true
+	c.bumpLocked()
+	c.mu.Unlock()
+	c.pushState(ctx, false)
+	return nil
+}
+
+// rejoinLoop re-joins known members memberlist has lost, so that the
+// cluster merges again after a long partition.
+func (c *Cluster) rejoinLoop(ctx context.Context) {
+	t := c.cfg.Clock.NewTicker(c.cfg.RejoinInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		alive := map[string]bool{}
+		for _, n := range c.ml.Members() {
+			alive[n.Address()] = true
+		}
+		snap := c.Snapshot()
+		want := map[string]bool{}
+		for _, s := range c.cfg.Seeds {
+			want[s] = true
+		}
+		for _, m := range snap.Members {
+			want[m.GossipAddr] = true
+		}
+		var addrs []string
+		for a := range want {
+			if !alive[a] && a != snap.Self.GossipAddr {
+				addrs = append(addrs, a)
+			}
+		}
+		if len(addrs) == 0 {
+			continue
+		}
+		sort.Strings(addrs)
+		if n, err := c.ml.Join(addrs); n > 0 {
+			c.log.Debug("re-joined", "contacted", n)
+		} else if err != nil {
+			c.log.Debug("re-join found nobody", "addrs", addrs, "err", err)
+		}
+	}
+}
+
+// tick runs the failure detector and the resolver, then sends heartbeats
+// and, if the state changed, pushes it.
+func (c *Cluster) tick(ctx context.Context) {
+	c.mu.Lock()
+	now := c.cfg.Clock.Now()
+	selfUID := c.self.UID()
+	var unreach []string
+	for uid, r := range c.state {
+		if uid == selfUID || r.Status.Final() {
+			continue
+		}
+		ok := now.Sub(c.lastHeard[uid]) <= c.cfg.FailureTimeout
+		if was, seen := c.reachable[uid]; !seen || was != ok {
+			c.reachable[uid] = ok
+			if ok {
+				delete(c.unreachAt, uid)
+				if seen {
+					c.cfg.Events.Append(events.Event{Type: events.MemberReachable, Member: uid})
+				}
+			} else {
+				c.unreachAt[uid] = now
+				c.cfg.Events.Append(events.Event{Type: events.MemberUnreachable, Member: uid})
+				c.log.Info("member unreachable", "peer", uid)
+			}
+			c.bumpLocked()
+		}
+		if !ok {
+			unreach = append(unreach, uid)
+		}
+	}
+	sort.Strings(unreach)
+	if me := c.state[selfUID]; me != nil && !slices.Equal(me.Unreachable, unreach) {
+		c.obsVersion++
+		me.ObsVersion = c.obsVersion
+		me.Unreachable = unreach
+		c.dirty = true
+	}
+	if me := c.state[selfUID]; me != nil && !me.Status.Final() {
+		c.resolveLocked(now)
+	}
+	hb := c.heartbeatLocked()
+	var targets []string
+	for uid, r := range c.state {
+		if uid != selfUID && !r.Status.Final() {
+			targets = append(targets, r.Member.GossipAddr)
+		}
+	}
+	push := c.dirty
+	c.dirty = false
+	c.mu.Unlock()
+
+	for _, a := range targets {
+		if err := c.ml.SendToAddress(memberlist.Address{Addr: a}, hb); err != nil {
+			c.log.Debug("heartbeat", "to", a, "err", err)
+		}
+	}
+	if push {
+		c.pushState(ctx, false)
+	}
+}
+
+// resolveLocked is the split-brain resolver's clock-driven part.
+func (c *Cluster) resolveLocked(now time.Time) {
+	d := c.cfg.Downing
+	selfUID := c.self.UID()
+	if d.Strategy == AutoDown {
+		var down []string
+		for uid, at := range c.unreachAt {
+			if r := c.state[uid]; r != nil && !r.Status.Final() && now.Sub(at) >= d.AutoDownAfter {
+				down = append(down, uid)
+			}
+		}
+		if len(down) > 0 {
+			sort.Strings(down)
+			c.applyLocked(decision{down: down, reason: "auto-down: unreachable for " + d.AutoDownAfter.String()})
+		}
+		return
+	}
+	v := view{self: selfUID, observations: map[string][]string{}}
+	for uid, r := range c.state {
+		if r.Status.Final() {
+			continue
+		}
+		v.members = append(v.members, MemberState{Member: r.Member, Status: r.Status, Reachable: uid == selfUID || c.reachable[uid]})
+		if len(r.Unreachable) > 0 {
+			v.observations[uid] = r.Unreachable
+		}
+	}
+	unreachable, indirect := v.problem()
+	sig := strings.Join(unreachable, ",") + "|" + strings.Join(indirect, ",")
+	if len(unreachable) == 0 && len(indirect) == 0 {
+		c.problemSig, c.unstableSince = "", time.Time{}
+		return
+	}
+	if sig != c.problemSig {
+		c.problemSig, c.stableSince = sig, now
+		if c.unstableSince.IsZero() {
+			c.unstableSince = now
+		}
+	}
+	if d.DownAllWhenUnstable > 0 && now.Sub(c.unstableSince) >= d.StableAfter+d.DownAllWhenUnstable {
+		all := decision{reason: fmt.Sprintf("%s: reachability unstable for %v: downing every member", d.Strategy, now.Sub(c.unstableSince).Round(time.Millisecond))}
+		for _, m := range v.members {
+			all.down = append(all.down, m.UID())
+		}
+		c.applyLocked(all)
+		return
+	}
+	if now.Sub(c.stableSince) < d.StableAfter {
+		return
+	}
+	if dec := decide(d, v); !dec.empty() {
+		c.applyLocked(dec)
+	}
+}
+
+// applyLocked marks members down.
+func (c *Cluster) applyLocked(d decision) {
+	c.cfg.Events.Append(events.Event{Type: events.DowningDecision, Detail: d.reason + "; down: " + strings.Join(d.down, ",")})
+	c.log.Warn("split-brain resolver decided", "reason", d.reason, "down", d.down)
+	for _, uid := range d.down {
+		r := c.state[uid]
+		if r == nil || r.Status.Final() {
+			continue
+		}
+		c.setStatusLocked(r, StatusDown, d.reason)
+	}
+	c.problemSig, c.unstableSince = "", time.Time{}
+}
+
+// setStatusLocked moves r forward to st, logging and acting on it.
+func (c *Cluster) setStatusLocked(r *record, st Status, reason string) {
+	before := r.Status
+	if !c.state.merge(&record{Member: r.Member, Status: st, DownReason: reason}) {
+		return
+	}
+	c.dirty = true
+	c.noteStatusLocked(r.Member.UID(), before)
+	c.bumpLocked()
+}
+
+// noteStatusLocked logs a status change of uid and reacts to this member
+// being downed.
+func (c *Cluster) noteStatusLocked(uid string, before Status) {
+	r := c.state[uid]
+	if r == nil || r.Status == before {
+		return
+	}
+	selfUID := c.self.UID()
+	switch r.Status {
+	case StatusLeaving:
+		c.cfg.Events.Append(events.Event{Type: events.MemberLeaving, Member: uid})
+	case StatusRemoved:
+		c.cfg.Events.Append(events.Event{Type: events.MemberRemoved, Member: uid})
+	case StatusDown:
+		if uid == selfUID {
+			c.cfg.Events.Append(events.Event{Type: events.SelfDowned, Member: uid, Detail: r.DownReason})
+			c.log.Warn("this member was downed", "reason", r.DownReason)
+			c.downedOnce.Do(func() { close(c.downed) })
+		} else {
+			c.cfg.Events.Append(events.Event{Type: events.MemberDowned, Member: uid, Detail: r.DownReason})
+		}
+	}
+	if r.Status.Final() {
+		delete(c.reachable, uid)
+		delete(c.unreachAt, uid)
+		delete(c.lastHeard, uid)
+		c.state.pruneGone(c.cfg.MaxGone)
+	}
+}
+
+// noteNewLocked handles a member seen for the first time.
+func (c *Cluster) noteNewLocked(uid string) {
+	r := c.state[uid]
+	if r == nil {
+		return
+	}
+	if r.Status.Final() {
+		if uid == c.self.UID() && r.Status == StatusDown {
+			c.noteStatusLocked(uid, StatusUp)
+		}
+		return
+	}
+	c.lastHeard[uid] = c.cfg.Clock.Now() // grace period before judging it
+	c.cfg.Events.Append(events.Event{Type: events.MemberUp, Member: uid, Detail: r.Member.String()})
+	// A newer incarnation at the same address proves the older process is
+	// gone (it held the port): down the old one at once.
+	for id, o := range c.state {
+		if id == uid || o.Status.Final() || o.Member.GossipAddr != r.Member.GossipAddr {
+			continue
+		}
+		older, newer := o, r
+		if r.Member.IsOlderThan(o.Member) {
+			older, newer = r, o
+		}
+		c.cfg.Events.Append(events.Event{Type: events.IncarnationReplaced, Member: older.Member.UID(), Detail: "by " + newer.Member.UID()})
+		c.setStatusLocked(older, StatusDown, "replaced by new incarnation "+newer.Member.UID())
+	}
+}
+
+// mergeLocked folds remote records into the state.
+func (c *Cluster) mergeLocked(recs []*record) {
+	changed := false
+	for _, r := range recs {
+		if r == nil {
+			continue
+		}
+		uid := r.Member.UID()
+		if uid == c.self.UID() && r.Status == StatusUp && !c.joined {
+			continue // our own record comes from us
+		}
+		prev, known := c.state[uid]
+		var before Status
+		if known {
+			before = prev.Status
+		}
+		if !c.state.merge(r) {
+			continue
+		}
+		changed = true
+		if !known {
+			c.noteNewLocked(uid)
+		} else {
+			c.noteStatusLocked(uid, before)
+		}
+	}
+	if changed {
+		c.bumpLocked()
+	}
+}
+
+// heartbeat is the datagram every member sends every other member.
+type heartbeat struct {
+	From   string `json:"f"`
+	Addr   string `json:"a"`
+	Digest uint64 `json:"d"`
+}
+
+const (
+	msgHeartbeat byte = 'h'
+	msgState     byte = 's'
+)
+
+func (c *Cluster) heartbeatLocked() []byte {
+	b, _ := json.Marshal(heartbeat{From: c.self.UID(), Addr: c.self.GossipAddr, Digest: c.state.digest()})
+	return append([]byte{msgHeartbeat}, b...)
+}
+
+// onMessage handles a user message from memberlist (heartbeat or state).
+func (c *Cluster) onMessage(buf []byte) {
+	if len(buf) < 2 {
+		return
+	}
+	switch buf[0] {
+	case msgHeartbeat:
+		var hb heartbeat
+		if json.Unmarshal(buf[1:], &hb) != nil {
+			return
+		}
+		c.mu.Lock()
+		if r := c.state[hb.From]; r != nil && !r.Status.Final() {
+			c.lastHeard[hb.From] = c.cfg.Clock.Now()
+		}
+		differ := c.joined && hb.Digest != c.state.digest()
+		c.mu.Unlock()
+		if differ && hb.Addr != "" {
+			go c.pushTo(context.Background(), hb.Addr)
+		}
+	case msgState:
+		var recs []*record
+		if json.Unmarshal(buf[1:], &recs) != nil {
+			return
+		}
+		c.mu.Lock()
+		c.mergeLocked(recs)
+		c.mu.Unlock()
+	}
+}
+
+func (c *Cluster) encodeStateLocked() []byte {
+	b, _ := json.Marshal(c.state.records())
+	return append([]byte{msgState}, b...)
+}
+
+// pushState sends the full state to every non-final member; with wait it
+// returns only when every send finished.
+func (c *Cluster) pushState(ctx context.Context, wait bool) {
+	c.mu.Lock()
+	var addrs []string
+	for uid, r := range c.state {
+		if uid != c.self.UID() && !r.Status.Final() {
+			addrs = append(addrs, r.Member.GossipAddr)
+		}
+	}
+	c.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, a := range addrs {
+		wg.Add(1)
+		go func() { defer wg.Done(); c.pushTo(ctx, a) }()
+	}
+	if wait {
+		wg.Wait()
+	}
+}
+
+// pushTo sends the full state to one address over a stream, at most one
+// push in flight per address.
+func (c *Cluster) pushTo(ctx context.Context, addr string) {
+	c.mu.Lock()
+	if c.pushing[addr] || c.ml == nil || ctx.Err() != nil {
+		c.mu.Unlock()
+		return
+	}
+	c.pushing[addr] = true
+	msg := c.encodeStateLocked()
+	ml := c.ml
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		delete(c.pushing, addr)
+		c.mu.Unlock()
+	}()
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil {
+		return
+	}
+	node := &memberlist.Node{Name: "", Addr: net.ParseIP(host), Port: uint16(p)}
+	if err := ml.SendReliable(node, msg); err != nil {
+		c.log.Debug("state push", "to", addr, "err", err)
+	}
+}
+
+// BeginLeave marks this member Leaving: it stays a member while it hands
+// over what it runs; then FinishLeave removes it.
+func (c *Cluster) BeginLeave() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r := c.state[c.self.UID()]
+	if r == nil || !c.joined {
+		return errors.New("cluster: not joined yet")
+	}
+	if r.Status.Final() {
+		return fmt.Errorf("cluster: cannot leave: this member is %s", r.Status)
+	}
+	c.setStatusLocked(r, StatusLeaving, "")
+	return nil
+}
+
+// FinishLeave marks this member Removed, tells the others, and leaves
+// memberlist; Run then returns.
+func (c *Cluster) FinishLeave(ctx context.Context) error {
+	c.mu.Lock()
+	r := c.state[c.self.UID()]
+	if r == nil || !c.joined {
+		c.mu.Unlock()
+		return errors.New("cluster: not joined yet")
+	}
+	if r.Status == StatusDown {
+		c.mu.Unlock()
+		return errors.New("cluster: cannot leave: this member was downed")
+	}
+	c.setStatusLocked(r, StatusRemoved, "")
+	ml := c.ml
+	c.mu.Unlock()
+	c.pushState(ctx, true)
+	if ml != nil {
+		if err := ml.Leave(time.Second); err != nil {
+			c.log.Debug("memberlist leave", "err", err)
+		}
+	}
+	c.leaveOnce.Do(func() { close(c.leaveDone) })
+	return nil
+}
+
+// delegate adapts Cluster to memberlist.Delegate. memberlist calls it under
+// its own locks: it must not call back into memberlist.
+type delegate Cluster
+
+func (d *delegate) NodeMeta(limit int) []byte {
+	c := (*Cluster)(d)
+	c.mu.Lock()
+	b, _ := json.Marshal(c.self)
+	c.mu.Unlock()
+	if len(b) > limit {
+		return nil
+	}
+	return b
+}
+
+func (d *delegate) NotifyMsg(b []byte)                         { (*Cluster)(d).onMessage(b) }
+func (d *delegate) GetBroadcasts(overhead, limit int) [][]byte { return nil }
+
+func (d *delegate) LocalState(join bool) []byte {
+	c := (*Cluster)(d)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	b, _ := json.Marshal(c.state.records())
+	return b
+}
+
+func (d *delegate) MergeRemoteState(buf []byte, join bool) {
+	var recs []*record
+	if json.Unmarshal(buf, &recs) != nil {
+		return
+	}
+	c := (*Cluster)(d)
+	c.mu.Lock()
+	c.mergeLocked(recs)
+	c.mu.Unlock()
+}
+
+// eventDelegate learns of new members from memberlist as early as possible.
+type eventDelegate Cluster
+
+func (e *eventDelegate) NotifyJoin(n *memberlist.Node) {
+	var m Member
+	if json.Unmarshal(n.Meta, &m) != nil || m.Name == "" || m.Incarnation == "" || m.UpNumber <= 0 {
+		return
+	}
+	c := (*Cluster)(e)
+	c.mu.Lock()
+	if _, known := c.state[m.UID()]; !known && m.UID() != c.self.UID() {
+		c.mergeLocked([]*record{{Member: m, Status: StatusUp}})
+	}
+	c.mu.Unlock()
+}
+
+func (e *eventDelegate) NotifyLeave(*memberlist.Node)  {}
+func (e *eventDelegate) NotifyUpdate(*memberlist.Node) {}

@@ -1,0 +1,225 @@
+package cluster
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Downing strategies.
+const (
+	// KeepMajority: the side with the majority of the members survives; on
+	// an exact tie, the side with the oldest member.
+	KeepMajority = "keep-majority"
+	// StaticQuorum: a side with at least QuorumSize members survives.
+	StaticQuorum = "static-quorum"
+	// KeepOldest: the side with the oldest member survives (unless the
+	// oldest is alone and DownIfAlone is set).
+	KeepOldest = "keep-oldest"
+	// AutoDown downs whatever has been unreachable for AutoDownAfter. It
+	// causes split brain under partitions and exists only as a deliberate
+	// bug, to prove that checkers catch split brain.
+	AutoDown = "auto-down"
+)
+
+// DowningConfig configures the split-brain resolver.
+type DowningConfig struct {
+	Strategy string
+	// StableAfter: reachability must not have changed for this long before
+	// the resolver acts.
+	StableAfter time.Duration
+	// DownAllWhenUnstable: if reachability keeps changing for StableAfter
+	// plus this long, every member (this one included) is downed. 0 turns
+	// it off.
+	DownAllWhenUnstable time.Duration
+	// QuorumSize for StaticQuorum.
+	QuorumSize int
+	// DownIfAlone for KeepOldest.
+	DownIfAlone bool
+	// AutoDownAfter for AutoDown.
+	AutoDownAfter time.Duration
+	// AllowUnsafeAutoDown must be set to use AutoDown.
+	AllowUnsafeAutoDown bool
+}
+
+// Validate checks the configuration, refusing auto-down unless explicitly
+// allowed.
+func (c DowningConfig) Validate() error {
+	switch c.Strategy {
+	case KeepMajority, KeepOldest:
+	case StaticQuorum:
+		if c.QuorumSize < 1 {
+			return fmt.Errorf("downing: static-quorum needs a quorum size of at least 1, got %d", c.QuorumSize)
+		}
+	case AutoDown:
+		if !c.AllowUnsafeAutoDown {
+			return fmt.Errorf("downing: auto-down causes split brain under partitions; it is a deliberate bug and must be enabled explicitly")
+		}
+		if c.AutoDownAfter <= 0 {
+			return fmt.Errorf("downing: auto-down needs a positive auto-down-after, got %v", c.AutoDownAfter)
+		}
+		return nil
+	default:
+		return fmt.Errorf("downing: unknown strategy %q (want %s, %s, %s or %s)", c.Strategy, KeepMajority, StaticQuorum, KeepOldest, AutoDown)
+	}
+	if c.StableAfter <= 0 {
+		return fmt.Errorf("downing: stable-after must be positive, got %v", c.StableAfter)
+	}
+	if c.DownAllWhenUnstable < 0 {
+		return fmt.Errorf("downing: down-all-when-unstable must not be negative, got %v", c.DownAllWhenUnstable)
+	}
+	return nil
+}
+
+// view is the resolver's input: what one node knows at one moment.
+type view struct {
+	self string
+	// members are the non-final members, self included.
+	members []MemberState
+	// observations are the unreachability observations gossiped by each
+	// member (observer UID → subject UIDs), this node's own included.
+	observations map[string][]string
+}
+
+// decision is the resolver's output.
+type decision struct {
+	// down are the UIDs to mark down; may include self.
+	down   []string
+	reason string
+}
+
+func (d decision) empty() bool { return len(d.down) == 0 }
+
+// problem returns what the resolver must decide about: the members this
+// node finds unreachable, and the indirectly connected members — those in
+// a conflicting observation (an observer this node reaches that does not
+// reach a subject this node reaches; both are downed, as in Akka's resolver).
+// The result is sorted, so it doubles as a signature for stability.
+func (v view) problem() (unreachable, indirect []string) {
+	reach := map[string]bool{}
+	for _, m := range v.members {
+		if m.Reachable || m.UID() == v.self {
+			reach[m.UID()] = true
+		} else {
+			unreachable = append(unreachable, m.UID())
+		}
+	}
+	ic := map[string]bool{}
+	for observer, subjects := range v.observations {
+		if !reach[observer] {
+			continue // a stale view from across the partition
+		}
+		for _, s := range subjects {
+			if reach[s] {
+				ic[observer] = true
+				ic[s] = true
+			}
+		}
+	}
+	for u := range ic {
+		indirect = append(indirect, u)
+	}
+	sort.Strings(unreachable)
+	sort.Strings(indirect)
+	return unreachable, indirect
+}
+
+// decide applies a strategy (not auto-down, which is time-driven) to a view
+// whose problem has been stable long enough.
+func decide(cfg DowningConfig, v view) decision {
+	unreachable, indirect := v.problem()
+	if len(unreachable) == 0 && len(indirect) == 0 {
+		return decision{}
+	}
+	if slices.Contains(indirect, v.self) {
+		return decision{down: indirect, reason: "indirectly connected: " + strings.Join(indirect, ",")}
+	}
+	// Indirectly connected members are downed and counted as unreachable.
+	lost := map[string]bool{}
+	for _, u := range unreachable {
+		lost[u] = true
+	}
+	for _, u := range indirect {
+		lost[u] = true
+	}
+	var mine, other []MemberState
+	for _, m := range v.members {
+		if lost[m.UID()] {
+			other = append(other, m)
+		} else {
+			mine = append(mine, m)
+		}
+	}
+	oldest := oldestOf(v.members)
+	surviveMine := false
+	var why string
+	switch cfg.Strategy {
+	case KeepMajority:
+		switch {
+		case 2*len(mine) > len(v.members):
+			surviveMine, why = true, fmt.Sprintf("majority %d of %d", len(mine), len(v.members))
+		case 2*len(mine) < len(v.members):
+			why = fmt.Sprintf("minority %d of %d", len(mine), len(v.members))
+		default:
+			surviveMine = !lost[oldest]
+			why = fmt.Sprintf("tie %d of %d, oldest %s on the %s side", len(mine), len(v.members), oldest, side(surviveMine))
+		}
+	case StaticQuorum:
+		surviveMine = len(mine) >= cfg.QuorumSize
+		why = fmt.Sprintf("%d reachable, quorum %d", len(mine), cfg.QuorumSize)
+		if len(v.members) > 2*cfg.QuorumSize-1 {
+			// Both sides could reach the quorum: nobody may go on.
+			surviveMine = false
+			why = fmt.Sprintf("%d members exceed 2*quorum-1 = %d", len(v.members), 2*cfg.QuorumSize-1)
+		}
+	case KeepOldest:
+		oldestHere := !lost[oldest]
+		surviveMine = oldestHere
+		why = fmt.Sprintf("oldest %s on the %s side", oldest, side(oldestHere))
+		if cfg.DownIfAlone && len(v.members) > 2 {
+			if oldestHere && len(mine) == 1 {
+				surviveMine, why = false, "oldest is alone here and down-if-alone is set"
+			} else if !oldestHere && len(other) == 1 {
+				surviveMine, why = true, "oldest is alone there and down-if-alone is set"
+			}
+		}
+	}
+	d := decision{down: slices.Clone(indirect)}
+	if surviveMine {
+		d.down = append(d.down, unreachable...)
+		d.reason = cfg.Strategy + ": this side survives (" + why + ")"
+	} else {
+		for _, m := range mine {
+			d.down = append(d.down, m.UID())
+		}
+		d.reason = cfg.Strategy + ": this side is downed (" + why + ")"
+	}
+	if len(indirect) > 0 {
+		d.reason += "; indirectly connected: " + strings.Join(indirect, ",")
+	}
+	sort.Strings(d.down)
+	d.down = slices.Compact(d.down)
+	return d
+}
+
+func side(mine bool) string {
+	if mine {
+		return "this"
+	}
+	return "other"
+}
+
+func oldestOf(ms []MemberState) string {
+	var o *MemberState
+	for i := range ms {
+		if o == nil || ms[i].IsOlderThan(o.Member) {
+			o = &ms[i]
+		}
+	}
+	if o == nil {
+		return ""
+	}
+	return o.UID()
+}

@@ -1,0 +1,154 @@
+package node
+
+import (
+	"github.com/shardtest/shardtest/impl/cluster"
+	"github.com/shardtest/shardtest/impl/events"
+	"github.com/shardtest/shardtest/impl/peer"
+	"github.com/shardtest/shardtest/impl/singleton"
+)
+
+// The JSON shapes of the node protocol. docs/protocol.md is their contract.
+
+// ProtocolVersion is the version of docs/protocol.md this node speaks.
+const ProtocolVersion = "shardtest/1"
+
+// ServedBy says which member served a reply; every reply carries it.
+type ServedBy struct {
+	Node        string `json:"node"`
+	Incarnation string `json:"incarnation"`
+}
+
+// ErrorReply is the body of every non-2xx reply.
+type ErrorReply struct {
+	Error string `json:"error"`
+	// Code is a stable machine-readable reason.
+	Code string `json:"code"`
+	// Outcome: "fail" (the request certainly had no effect) or "unknown".
+	Outcome  string   `json:"outcome"`
+	ServedBy ServedBy `json:"served_by"`
+}
+
+// MemberInfo is a member as the node sees it.
+type MemberInfo struct {
+	UID         string   `json:"uid"`
+	Name        string   `json:"name"`
+	Incarnation string   `json:"incarnation"`
+	UpNumber    int64    `json:"up_number"`
+	Status      string   `json:"status"`
+	Reachable   bool     `json:"reachable"`
+	GossipAddr  string   `json:"gossip_addr"`
+	HTTPAddr    string   `json:"http_addr"`
+	Roles       []string `json:"roles,omitempty"`
+}
+
+func memberInfo(m cluster.MemberState) MemberInfo {
+	return MemberInfo{
+		UID: m.UID(), Name: m.Name, Incarnation: m.Incarnation, UpNumber: m.UpNumber,
+		Status: string(m.Status), Reachable: m.Reachable, GossipAddr: m.GossipAddr, HTTPAddr: m.HTTPAddr, Roles: m.Roles,
+	}
+}
+
+// StatusReply is GET /v1/status.
+type StatusReply struct {
+	ServedBy ServedBy   `json:"served_by"`
+	Protocol string     `json:"protocol"`
+	Self     MemberInfo `json:"self"`
+	// Ready: the member has joined and is Up (or Leaving).
+	Ready bool `json:"ready"`
+	// Oldest is the UID of the oldest Up member (the singleton's home) as
+	// this node sees it; empty if none.
+	Oldest      string          `json:"oldest"`
+	Members     []MemberInfo    `json:"members"`
+	Gone        []MemberInfo    `json:"gone"`
+	Unreachable []string        `json:"unreachable"`
+	Singletons  []SingletonInfo `json:"singletons"`
+	Clock       ClockReply      `json:"clock"`
+	Filter      peer.Rules      `json:"filter"`
+	Downing     DowningInfo     `json:"downing"`
+	Bugs        []string        `json:"bugs"`
+	// Incarnations counts member incarnations of this process.
+	Incarnations int `json:"incarnations"`
+	// LastEventSeq is the newest event's sequence number.
+	LastEventSeq uint64 `json:"last_event_seq"`
+}
+
+// SingletonInfo is one singleton's state on this node.
+type SingletonInfo struct {
+	Name string `json:"name"`
+	// Running: an instance runs here now.
+	Running bool                    `json:"running"`
+	Manager singleton.ManagerStatus `json:"manager"`
+	Proxy   singleton.ProxyStatus   `json:"proxy"`
+}
+
+// DowningInfo is the split-brain resolver's configuration.
+type DowningInfo struct {
+	Strategy      string `json:"strategy"`
+	StableAfterMS int64  `json:"stable_after_ms"`
+	QuorumSize    int    `json:"quorum_size,omitempty"`
+}
+
+// NextIDReply is POST /v1/singleton/next-id.
+type NextIDReply struct {
+	ServedBy ServedBy `json:"served_by"`
+	ID       int64    `json:"id"`
+	// Singleton is the instance that generated the id.
+	Singleton Host `json:"singleton"`
+}
+
+// ClockRequest is POST /v1/admin/clock: it replaces the skew.
+type ClockRequest struct {
+	// OffsetMS is added to real time, in milliseconds (may be negative).
+	OffsetMS float64 `json:"offset_ms"`
+	// Drift is the rate error (0.01: the clock gains 1 %).
+	Drift float64 `json:"drift"`
+}
+
+// ClockReply is the clock's state.
+type ClockReply struct {
+	ServedBy ServedBy `json:"served_by"`
+	// OffsetMS is the current offset, including accumulated drift.
+	OffsetMS float64 `json:"offset_ms"`
+	Drift    float64 `json:"drift"`
+	// Now is the node clock's reading (RFC 3339, nanoseconds).
+	Now string `json:"now"`
+}
+
+// FilterReply is GET/POST /v1/admin/filter.
+type FilterReply struct {
+	ServedBy ServedBy `json:"served_by"`
+	peer.Rules
+}
+
+// LeaveReply is POST /v1/admin/leave.
+type LeaveReply struct {
+	ServedBy ServedBy `json:"served_by"`
+	Status   string   `json:"status"`
+}
+
+// EventsReply is GET /v1/events.
+type EventsReply struct {
+	ServedBy ServedBy       `json:"served_by"`
+	Events   []events.Event `json:"events"`
+	// Last is the newest event's sequence number; poll again with
+	// after=Last.
+	Last uint64 `json:"last"`
+}
+
+// CapabilitiesReply is GET /v1/capabilities.
+type CapabilitiesReply struct {
+	ServedBy       ServedBy `json:"served_by"`
+	Protocol       string   `json:"protocol"`
+	Implementation string   `json:"implementation"`
+	// Capabilities the harness may use; see docs/protocol.md.
+	Capabilities []string `json:"capabilities"`
+	Singletons   []string `json:"singletons"`
+	// Bugs are deliberate bugs this implementation can switch on (only
+	// the reference node has them).
+	Bugs []string `json:"bugs"`
+}
+
+// Capabilities of the reference node.
+func referenceCapabilities() []string {
+	return []string{"membership", "singleton", "events", "clock", "filter", "leave"}
+}

@@ -1,0 +1,234 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/shardtest/shardtest/impl/persistence"
+)
+
+func TestBadInputOnEveryEndpoint(t *testing.T) {
+	tc := newTestCluster(t, 1)
+	n := tc.nodes[0].n
+	base := "http://" + n.Addr()
+	huge := `{"drop_in":["` + strings.Repeat("a", 70<<10) + `"]}`
+	tests := []struct {
+		method, path, body string
+		status             int
+		code               string
+	}{
+		{"GET", "/v1/singleton/next-id", "", 405, "method-not-allowed"},
+		{"POST", "/v1/singleton/next-id", "{", 400, "bad-request"},
+		{"POST", "/v1/singleton/next-id", `{"x":1}`, 400, "bad-request"},
+		{"POST", "/v1/singleton/next-id", `[]`, 400, "bad-request"},
+		{"POST", "/v1/singleton/next-id", `{} {}`, 400, "bad-request"},
+		{"POST", "/v1/singleton/next-id", `{}x`, 400, "bad-request"},
+		{"GET", "/v1/events?after=-1", "", 400, "bad-request"},
+		{"GET", "/v1/events?limit=0", "", 400, "bad-request"},
+		{"GET", "/v1/events?limit=abc", "", 400, "bad-request"},
+		{"GET", "/v1/events?limit=10001", "", 400, "bad-request"},
+		{"GET", "/v1/events?wait_ms=99999", "", 400, "bad-request"},
+		{"GET", "/v1/events?after=1&after=2", "", 400, "bad-request"},
+		{"GET", "/v1/events?bogus=1", "", 400, "bad-request"},
+		{"POST", "/v1/events", "", 405, "method-not-allowed"},
+		{"POST", "/v1/admin/clock", `{"offset_ms":1e300}`, 400, "bad-request"},
+		{"POST", "/v1/admin/clock", `{"drift":5}`, 400, "bad-request"},
+		{"POST", "/v1/admin/clock", `{"drift":"x"}`, 400, "bad-request"},
+		{"POST", "/v1/admin/clock", `nope`, 400, "bad-request"},
+		{"PUT", "/v1/admin/clock", `{}`, 405, "method-not-allowed"},
+		{"POST", "/v1/admin/filter", `{"drop_in":["no-port"]}`, 400, "bad-request"},
+		{"POST", "/v1/admin/filter", `{"drop_out":["127.0.0.1:0"]}`, 400, "bad-request"},
+		{"POST", "/v1/admin/filter", `{"drop_in":5}`, 400, "bad-request"},
+		{"POST", "/v1/admin/filter", huge, 400, "bad-request"},
+		{"POST", "/v1/admin/leave", `{"now":true}`, 400, "bad-request"},
+		{"GET", "/v1/admin/leave", ``, 405, "method-not-allowed"},
+		{"DELETE", "/v1/status", "", 405, "method-not-allowed"},
+		{"POST", "/v1/health", "", 405, "method-not-allowed"},
+		{"POST", "/v1/capabilities", "", 405, "method-not-allowed"},
+		{"GET", "/v1/nope", "", 404, "not-found"},
+		{"GET", "/", "", 404, "not-found"},
+		{"POST", "/internal/v1/singleton/id-generator/request", `{`, 400, ""},
+		{"POST", "/internal/v1/singleton/id-generator/hand-over-to-me", `{"from":`, 400, ""},
+		{"POST", "/internal/v1/singleton/nope/request", `{}`, 404, ""},
+		{"GET", "/internal/v1/singleton/id-generator/request", ``, 405, ""},
+	}
+	before := n.Status()
+	for _, tt := range tests {
+		t.Run(fmt.Sprintf("%s %s %.20s", tt.method, tt.path, tt.body), func(t *testing.T) {
+			req, err := http.NewRequest(tt.method, base+tt.path, strings.NewReader(tt.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer res.Body.Close()
+			body, _ := io.ReadAll(res.Body)
+			if res.StatusCode != tt.status {
+				t.Fatalf("status %d, want %d: %s", res.StatusCode, tt.status, body)
+			}
+			var e struct {
+				Error   string `json:"error"`
+				Code    string `json:"code"`
+				Outcome string `json:"outcome"`
+			}
+			if err := json.Unmarshal(body, &e); err != nil {
+				t.Fatalf("error reply is not JSON: %q", body)
+			}
+			if e.Error == "" || e.Outcome != "fail" || (tt.code != "" && e.Code != tt.code) {
+				t.Fatalf("error reply %+v, want code %q outcome fail", e, tt.code)
+			}
+			if res.Header.Get(NodeHeader) != "n1" {
+				t.Fatalf("reply does not name its node: %v", res.Header)
+			}
+		})
+	}
+	// Nothing was changed by the rejected requests, and the node still works.
+	after := n.Status()
+	if after.Clock.Drift != 0 || after.Clock.OffsetMS > 1 || after.Clock.OffsetMS < -1 {
+		t.Fatalf("clock changed by bad requests: %+v", after.Clock)
+	}
+	if len(after.Filter.DropIn)+len(after.Filter.DropOut) != 0 {
+		t.Fatalf("filter changed by bad requests: %+v", after.Filter)
+	}
+	if !after.Ready || after.Self.UID != before.Self.UID {
+		t.Fatalf("node not ready or restarted after bad requests: %+v", after.Self)
+	}
+	if _, err := newIDClient().nextID(n.Addr()); err != nil {
+		t.Fatalf("next-id after bad input: %v", err)
+	}
+}
+
+func TestAdminEndpoints(t *testing.T) {
+	tc := newTestCluster(t, 1)
+	n := tc.nodes[0].n
+	base := "http://" + n.Addr()
+	post := func(path, body string, out any) int {
+		t.Helper()
+		res, err := http.Post(base+path, "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		if out != nil {
+			if err := json.NewDecoder(res.Body).Decode(out); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return res.StatusCode
+	}
+	var cr ClockReply
+	if s := post("/v1/admin/clock", `{"offset_ms": 60000, "drift": 0.01}`, &cr); s != 200 {
+		t.Fatalf("set clock: %d", s)
+	}
+	if cr.OffsetMS < 59_000 || cr.Drift != 0.01 {
+		t.Fatalf("clock reply %+v", cr)
+	}
+	now, err := time.Parse(time.RFC3339Nano, cr.Now)
+	if err != nil || now.Sub(time.Now()) < 50*time.Second {
+		t.Fatalf("node clock %v not skewed a minute ahead (%v)", cr.Now, err)
+	}
+	if s := post("/v1/admin/clock", `{}`, &cr); s != 200 || cr.OffsetMS != 0 || cr.Drift != 0 {
+		t.Fatalf("reset clock: %d %+v", s, cr)
+	}
+	var fr FilterReply
+	if s := post("/v1/admin/filter", `{"drop_in":["127.0.0.1:9"],"drop_out":["127.0.0.1:10"]}`, &fr); s != 200 {
+		t.Fatalf("set filter: %d", s)
+	}
+	if len(fr.DropIn) != 1 || len(fr.DropOut) != 1 {
+		t.Fatalf("filter reply %+v", fr)
+	}
+	var er EventsReply
+	res, err := http.Get(base + "/v1/events?after=0&limit=10000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	json.NewDecoder(res.Body).Decode(&er)
+	res.Body.Close()
+	types := map[string]bool{}
+	for i, e := range er.Events {
+		types[e.Type] = true
+		if i > 0 && e.Seq != er.Events[i-1].Seq+1 {
+			t.Fatalf("event seqs not consecutive: %d after %d", e.Seq, er.Events[i-1].Seq)
+		}
+	}
+	for _, want := range []string{"node-started", "member-up", "singleton-started", "clock-changed", "filter-changed"} {
+		if !types[want] {
+			t.Errorf("no %s event in %v", want, types)
+		}
+	}
+	var caps CapabilitiesReply
+	res, err = http.Get(base + "/v1/capabilities")
+	if err != nil {
+		t.Fatal(err)
+	}
+	json.NewDecoder(res.Body).Decode(&caps)
+	res.Body.Close()
+	if caps.Protocol != ProtocolVersion || len(caps.Capabilities) == 0 || caps.ServedBy.Node != "n1" {
+		t.Fatalf("capabilities %+v", caps)
+	}
+}
+
+// FuzzNodeRequest throws arbitrary requests at a node's handler: none may
+// panic it or get a 5xx, and every reply is JSON.
+func FuzzNodeRequest(f *testing.F) {
+	seeds := []struct {
+		method, path, body string
+	}{
+		{"POST", "/v1/singleton/next-id", "{}"},
+		{"POST", "/v1/admin/clock", `{"offset_ms":100,"drift":0.01}`},
+		{"POST", "/v1/admin/filter", `{"drop_in":["127.0.0.1:1"],"drop_out":[]}`},
+		{"GET", "/v1/events?after=3&limit=2", ""},
+		{"POST", "/v1/admin/leave", ""},
+		{"GET", "/v1/status", ""},
+		{"POST", "/internal/v1/singleton/id-generator/request", `{"op":"next-id"}`},
+	}
+	for _, s := range seeds {
+		f.Add(s.method, s.path, []byte(s.body))
+	}
+	n, err := New(Config{Name: "fuzz", HTTPListen: "127.0.0.1:0", Journal: unreachableJournal{}, Logger: testLogger(nil)})
+	if err != nil {
+		f.Fatal(err)
+	}
+	h := n.handler()
+	f.Fuzz(func(t *testing.T, method, path string, body []byte) {
+		req := httptest.NewRequest(http.MethodGet, "/", strings.NewReader(string(body)))
+		req.Method = method
+		req.URL.Path = path
+		if i := strings.IndexByte(path, '?'); i >= 0 {
+			req.URL.Path, req.URL.RawQuery = path[:i], path[i+1:]
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code >= 500 && rec.Code != http.StatusServiceUnavailable {
+			t.Fatalf("%s %q %q: status %d: %s", method, path, body, rec.Code, rec.Body)
+		}
+		if !json.Valid(rec.Body.Bytes()) {
+			t.Fatalf("%s %q: reply is not JSON: %q", method, path, rec.Body)
+		}
+	})
+}
+
+// unreachableJournal fails every call, as a journal that cannot be reached.
+type unreachableJournal struct{}
+
+func (unreachableJournal) Append(_ context.Context, _ string, _ int64, _ uint64, _ [][]byte) (int64, error) {
+	return 0, persistence.ErrUnavailable
+}
+func (unreachableJournal) Replay(context.Context, string, int64, int) ([]persistence.Event, error) {
+	return nil, persistence.ErrUnavailable
+}
+func (unreachableJournal) Fence(context.Context, string) (uint64, int64, error) {
+	return 0, 0, persistence.ErrUnavailable
+}
+func (unreachableJournal) Highest(context.Context, string) (int64, error) {
+	return 0, persistence.ErrUnavailable
+}

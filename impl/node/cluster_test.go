@@ -1,0 +1,544 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/shardtest/shardtest/impl/cluster"
+	"github.com/shardtest/shardtest/impl/events"
+	"github.com/shardtest/shardtest/impl/peer"
+	"github.com/shardtest/shardtest/impl/persistence"
+)
+
+// testCluster runs real nodes in this process: real memberlist on
+// 127.0.0.1 ports, a real bbolt journal, the real HTTP protocol.
+type testCluster struct {
+	t       *testing.T
+	journal persistence.Journal
+	nodes   []*testNode
+	seeds   []string
+	mods    []func(*Config)
+}
+
+type testNode struct {
+	name   string
+	n      *Node
+	gossip string
+	cancel context.CancelFunc
+	done   chan error
+}
+
+func testLogger(t *testing.T) *slog.Logger {
+	if os.Getenv("SHARDTEST_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+// freePort finds a port free for both TCP and UDP on 127.0.0.1.
+func freePort(t *testing.T) int {
+	t.Helper()
+	for range 50 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		u, err := net.ListenPacket("udp", fmt.Sprintf("127.0.0.1:%d", port))
+		l.Close()
+		if err == nil {
+			u.Close()
+			return port
+		}
+	}
+	t.Fatal("no free port")
+	return 0
+}
+
+func newTestCluster(t *testing.T, size int, mods ...func(*Config)) *testCluster {
+	t.Helper()
+	store, err := persistence.Open(filepath.Join(t.TempDir(), "journal.db"), persistence.StoreOptions{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	tc := &testCluster{t: t, journal: store, mods: mods}
+	for i := range size {
+		port := freePort(t)
+		tc.seeds = append(tc.seeds, fmt.Sprintf("127.0.0.1:%d", port))
+		_ = i
+	}
+	for i := range size {
+		tc.start(fmt.Sprintf("n%d", i+1), i)
+		if i == 0 {
+			tc.waitReady(tc.nodes[0])
+		}
+	}
+	for _, tn := range tc.nodes {
+		tc.waitReady(tn)
+	}
+	return tc
+}
+
+func fastConfig() Config {
+	return Config{
+		HTTPListen:        "127.0.0.1:0",
+		Downing:           cluster.DowningConfig{Strategy: cluster.KeepMajority, StableAfter: 1500 * time.Millisecond},
+		HeartbeatInterval: 100 * time.Millisecond,
+		FailureTimeout:    time.Second,
+		RejoinInterval:    500 * time.Millisecond,
+		SeedTimeout:       300 * time.Millisecond,
+		RetryInterval:     200 * time.Millisecond,
+		DownRemovalMargin: time.Second,
+		RequestTimeout:    5 * time.Second,
+		LeaveTimeout:      10 * time.Second,
+		OnDowned:          OnDownedStay,
+		RestartDelay:      300 * time.Millisecond,
+	}
+}
+
+// start starts node name on the gossip port of seed i.
+func (tc *testCluster) start(name string, i int) *testNode {
+	tc.t.Helper()
+	cfg := fastConfig()
+	cfg.Name = name
+	cfg.GossipBind = "127.0.0.1"
+	_, port, _ := splitHostPort(tc.seeds[i])
+	cfg.GossipPort = port
+	cfg.Seeds = tc.seeds
+	cfg.Journal = tc.journal
+	cfg.Logger = testLogger(tc.t).With("test-node", name)
+	for _, m := range tc.mods {
+		m(&cfg)
+	}
+	n, err := New(cfg)
+	if err != nil {
+		tc.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	tn := &testNode{name: name, n: n, gossip: tc.seeds[i], cancel: cancel, done: make(chan error, 1)}
+	go func() { tn.done <- n.Run(ctx) }()
+	tc.t.Cleanup(func() {
+		cancel()
+		select {
+		case <-tn.done:
+		case <-time.After(10 * time.Second):
+			tc.t.Errorf("node %s did not stop", name)
+		}
+	})
+	if i < len(tc.nodes) {
+		tc.nodes[i] = tn
+	} else {
+		tc.nodes = append(tc.nodes, tn)
+	}
+	return tn
+}
+
+// crash stops a node without leaving: its heartbeats stop at once.
+func (tc *testCluster) crash(tn *testNode) {
+	tn.cancel()
+	select {
+	case <-tn.done:
+	case <-time.After(10 * time.Second):
+		tc.t.Fatalf("node %s did not stop", tn.name)
+	}
+}
+
+func (tc *testCluster) waitReady(tn *testNode) {
+	tc.t.Helper()
+	eventually(tc.t, 20*time.Second, func() error {
+		st := tn.n.Status()
+		if !st.Ready {
+			return fmt.Errorf("%s not ready: %s", tn.name, st.Self.Status)
+		}
+		return nil
+	})
+}
+
+// eventually polls f until it returns nil or the timeout passes.
+func eventually(t *testing.T, timeout time.Duration, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var err error
+	for time.Now().Before(deadline) {
+		if err = f(); err == nil {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("condition not met within %v: %v", timeout, err)
+}
+
+// agreedOldest waits until every listed node is ready, sees exactly want
+// members, and names the same oldest; it returns that oldest's UID.
+func (tc *testCluster) agreedOldest(nodes []*testNode, want int) string {
+	tc.t.Helper()
+	var oldest string
+	eventually(tc.t, 30*time.Second, func() error {
+		oldest = ""
+		for _, tn := range nodes {
+			st := tn.n.Status()
+			if !st.Ready || len(st.Members) != want || len(st.Unreachable) > 0 {
+				return fmt.Errorf("%s: ready=%v members=%d unreachable=%v", tn.name, st.Ready, len(st.Members), st.Unreachable)
+			}
+			if oldest == "" {
+				oldest = st.Oldest
+			} else if st.Oldest != oldest {
+				return fmt.Errorf("%s sees oldest %s, others %s", tn.name, st.Oldest, oldest)
+			}
+		}
+		return nil
+	})
+	return oldest
+}
+
+func (tc *testCluster) byUID(uid string) *testNode {
+	for _, tn := range tc.nodes {
+		if tn.n.Status().Self.UID == uid {
+			return tn
+		}
+	}
+	tc.t.Fatalf("no node %s", uid)
+	return nil
+}
+
+// runningSingletons lists the nodes whose singleton instance runs now.
+func (tc *testCluster) runningSingletons() []string {
+	var out []string
+	for _, tn := range tc.nodes {
+		for _, s := range tn.n.Status().Singletons {
+			if s.Running {
+				out = append(out, tn.name)
+			}
+		}
+	}
+	return out
+}
+
+// idClient requests ids from the nodes over HTTP and remembers every id
+// handed out, to check that none repeats.
+type idClient struct {
+	mu   sync.Mutex
+	ids  map[int64]string
+	dups []string
+	ok   int
+}
+
+func newIDClient() *idClient { return &idClient{ids: map[int64]string{}} }
+
+func (c *idClient) nextID(addr string) (NextIDReply, error) {
+	res, err := http.Post("http://"+addr+"/v1/singleton/next-id", "application/json", strings.NewReader("{}"))
+	if err != nil {
+		return NextIDReply{}, err
+	}
+	defer res.Body.Close()
+	body, _ := io.ReadAll(res.Body)
+	if res.StatusCode != http.StatusOK {
+		return NextIDReply{}, fmt.Errorf("%d: %s", res.StatusCode, body)
+	}
+	var r NextIDReply
+	if err := json.Unmarshal(body, &r); err != nil {
+		return r, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if prev, dup := c.ids[r.ID]; dup {
+		c.dups = append(c.dups, fmt.Sprintf("id %d from %s and %+v", r.ID, prev, r.Singleton))
+	}
+	c.ids[r.ID] = fmt.Sprintf("%+v", r.Singleton)
+	c.ok++
+	return r, nil
+}
+
+// hammer requests ids from every node until ctx ends.
+func (c *idClient) hammer(ctx context.Context, tc *testCluster) *sync.WaitGroup {
+	var wg sync.WaitGroup
+	for _, tn := range tc.nodes {
+		addr := tn.n.Addr()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				if _, err := c.nextID(addr); err != nil {
+					time.Sleep(20 * time.Millisecond)
+				}
+			}
+		}()
+	}
+	return &wg
+}
+
+func (c *idClient) check(t *testing.T) {
+	t.Helper()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.dups) > 0 {
+		t.Fatalf("next-id repeated %d times: %v", len(c.dups), c.dups)
+	}
+	if c.ok == 0 {
+		t.Fatal("no next-id succeeded")
+	}
+}
+
+// interval is when a singleton instance ran on one node, from its events.
+type interval struct {
+	node       string
+	start, end time.Time // end zero: still running
+}
+
+// singletonIntervals reads every node's event log. The nodes share this
+// process's (unskewed) clock, so their event times are comparable here.
+func (tc *testCluster) singletonIntervals(logs map[string]*events.Log) []interval {
+	var out []interval
+	for name, l := range logs {
+		evs, _ := l.Since(0, 0)
+		var open *interval
+		for _, e := range evs {
+			switch e.Type {
+			case events.SingletonStarted:
+				open = &interval{node: name + "@" + e.Incarnation, start: e.Time}
+			case events.SingletonStopped:
+				if open != nil {
+					open.end = e.Time
+					out = append(out, *open)
+					open = nil
+				}
+			}
+		}
+		if open != nil {
+			out = append(out, *open)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].start.Before(out[j].start) })
+	return out
+}
+
+func assertNoOverlap(t *testing.T, ivs []interval) {
+	t.Helper()
+	for i := 1; i < len(ivs); i++ {
+		prev := ivs[i-1]
+		if prev.end.IsZero() || ivs[i].start.Before(prev.end) {
+			t.Fatalf("two singletons at once: %s ran %v..%v and %s started %v", prev.node, prev.start, prev.end, ivs[i].node, ivs[i].start)
+		}
+	}
+}
+
+func (tc *testCluster) logs() map[string]*events.Log {
+	m := map[string]*events.Log{}
+	for _, tn := range tc.nodes {
+		m[tn.name] = tn.n.Events()
+	}
+	return m
+}
+
+func TestOldestIsElectedAndAgreed(t *testing.T) {
+	tc := newTestCluster(t, 3)
+	oldest := tc.agreedOldest(tc.nodes, 3)
+	first := tc.nodes[0].n.Status().Self
+	if oldest != first.UID {
+		t.Fatalf("oldest is %s, want the first node %s", oldest, first.UID)
+	}
+	// Up-numbers are unique and order the members.
+	st := tc.nodes[2].n.Status()
+	for i := 1; i < len(st.Members); i++ {
+		if st.Members[i-1].UpNumber >= st.Members[i].UpNumber {
+			t.Fatalf("members not ordered by unique up-number: %+v", st.Members)
+		}
+	}
+	eventually(t, 10*time.Second, func() error {
+		if r := tc.runningSingletons(); len(r) != 1 || r[0] != "n1" {
+			return fmt.Errorf("singleton runs on %v, want [n1]", r)
+		}
+		return nil
+	})
+	c := newIDClient()
+	for _, tn := range tc.nodes {
+		for range 5 {
+			r, err := c.nextID(tn.n.Addr())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Singleton.Node != "n1" || r.ServedBy.Node != tn.name {
+				t.Fatalf("reply %+v: want the singleton on n1, served by %s", r, tn.name)
+			}
+		}
+	}
+	c.check(t)
+}
+
+func TestHandOverOnGracefulLeave(t *testing.T) {
+	tc := newTestCluster(t, 3)
+	tc.agreedOldest(tc.nodes, 3)
+	c := newIDClient()
+	ctx, stop := context.WithCancel(context.Background())
+	wg := c.hammer(ctx, tc)
+	time.Sleep(500 * time.Millisecond)
+
+	if err := tc.nodes[0].n.Leave(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-tc.nodes[0].done:
+		if err != nil {
+			t.Fatalf("leaving node ended with %v", err)
+		}
+		tc.nodes[0].done <- nil
+	case <-time.After(20 * time.Second):
+		t.Fatal("the oldest did not finish leaving")
+	}
+	eventually(t, 10*time.Second, func() error {
+		if r := tc.runningSingletons(); len(r) != 1 || r[0] != "n2" {
+			return fmt.Errorf("singleton runs on %v, want [n2]", r)
+		}
+		return nil
+	})
+	time.Sleep(500 * time.Millisecond)
+	stop()
+	wg.Wait()
+	c.check(t)
+
+	ivs := tc.singletonIntervals(tc.logs())
+	assertNoOverlap(t, ivs)
+	if len(ivs) != 2 {
+		t.Fatalf("want 2 singleton lifetimes (n1 then n2), got %+v", ivs)
+	}
+	// The hand-over protocol ran: the new oldest asked, the old one answered.
+	for _, want := range []struct{ node, typ string }{
+		{"n2", events.HandOverToMe}, {"n2", events.HandOverDone}, {"n1", events.HandOverToMe},
+	} {
+		if !hasEvent(tc, want.node, want.typ) {
+			t.Errorf("no %s event on %s", want.typ, want.node)
+		}
+	}
+	// The others saw n1 removed, not downed.
+	eventually(t, 10*time.Second, func() error {
+		st := tc.nodes[1].n.Status()
+		for _, g := range st.Gone {
+			if g.Name == "n1" && g.Status == string(cluster.StatusRemoved) {
+				return nil
+			}
+		}
+		return fmt.Errorf("n1 not removed in %+v", st.Gone)
+	})
+}
+
+func hasEvent(tc *testCluster, node, typ string) bool {
+	for _, tn := range tc.nodes {
+		if tn.name != node {
+			continue
+		}
+		evs, _ := tn.n.Events().Since(0, 0)
+		for _, e := range evs {
+			if e.Type == typ {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func TestTakeOverAfterOldestCrashes(t *testing.T) {
+	tc := newTestCluster(t, 3)
+	tc.agreedOldest(tc.nodes, 3)
+	c := newIDClient()
+	ctx, stop := context.WithCancel(context.Background())
+	wg := c.hammer(ctx, tc)
+	time.Sleep(500 * time.Millisecond)
+	crashedAt := time.Now()
+	tc.crash(tc.nodes[0])
+
+	eventually(t, 20*time.Second, func() error {
+		if r := tc.runningSingletons(); len(r) != 1 || r[0] != "n2" {
+			return fmt.Errorf("singleton runs on %v, want [n2]", r)
+		}
+		return nil
+	})
+	took := time.Since(crashedAt)
+	time.Sleep(500 * time.Millisecond)
+	stop()
+	wg.Wait()
+	c.check(t)
+	// n1 was downed by the resolver before n2 took over.
+	if !hasEvent(tc, "n2", events.MemberDowned) {
+		t.Fatal("n2 never saw n1 downed")
+	}
+	assertNoOverlap(t, tc.singletonIntervals(tc.logs()))
+	t.Logf("take-over %v after the crash", took.Round(time.Millisecond))
+}
+
+// partition cuts side a from side b in every node's packet filter.
+func (tc *testCluster) partition(a, b []*testNode) {
+	cut := func(side []*testNode, other []*testNode) {
+		var addrs []string
+		for _, o := range other {
+			addrs = append(addrs, o.gossip)
+		}
+		for _, tn := range side {
+			tn.n.SetFilter(peer.Rules{DropIn: addrs, DropOut: addrs})
+		}
+	}
+	cut(a, b)
+	cut(b, a)
+}
+
+func (tc *testCluster) heal() {
+	for _, tn := range tc.nodes {
+		tn.n.SetFilter(peer.Rules{})
+	}
+}
+
+func TestPartitionKeepMajority(t *testing.T) {
+	tc := newTestCluster(t, 3, func(c *Config) { c.OnDowned = OnDownedRestart })
+	tc.agreedOldest(tc.nodes, 3)
+	c := newIDClient()
+	ctx, stop := context.WithCancel(context.Background())
+	wg := c.hammer(ctx, tc)
+	time.Sleep(500 * time.Millisecond)
+
+	// The oldest alone on the minority side.
+	n1, n2, n3 := tc.nodes[0], tc.nodes[1], tc.nodes[2]
+	tc.partition([]*testNode{n1}, []*testNode{n2, n3})
+
+	// The minority downs itself and stops its singleton; the majority runs
+	// exactly one, on n2.
+	eventually(t, 20*time.Second, func() error {
+		if !hasEvent(tc, "n1", events.SelfDowned) {
+			return errors.New("n1 has not downed itself")
+		}
+		if r := tc.runningSingletons(); len(r) != 1 || r[0] != "n2" {
+			return fmt.Errorf("singleton runs on %v, want [n2]", r)
+		}
+		return nil
+	})
+	tc.heal()
+	// n1 comes back as a new incarnation; all three merge again, with n2
+	// the oldest and still the only singleton.
+	oldest := tc.agreedOldest(tc.nodes, 3)
+	if tc.byUID(oldest) != n2 {
+		t.Fatalf("oldest after heal is %s, want n2", oldest)
+	}
+	if n1.n.Status().Incarnations != 2 {
+		t.Fatalf("n1 has had %d incarnations, want 2", n1.n.Status().Incarnations)
+	}
+	time.Sleep(time.Second)
+	if r := tc.runningSingletons(); len(r) != 1 || r[0] != "n2" {
+		t.Fatalf("after heal singleton runs on %v, want [n2]", r)
+	}
+	stop()
+	wg.Wait()
+	c.check(t)
+	assertNoOverlap(t, tc.singletonIntervals(tc.logs()))
+}

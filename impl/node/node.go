@@ -1,0 +1,457 @@
+// Package node assembles the reference node: cluster membership, the
+// singleton manager and proxy (the ID generator service), the journal
+// client, the injectable clock, the event log and the packet filter, served
+// over the node protocol (docs/protocol.md). When the node is downed it
+// stops everything at once and, by default, comes back as a new incarnation.
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/shardtest/shardtest/impl/clock"
+	"github.com/shardtest/shardtest/impl/cluster"
+	"github.com/shardtest/shardtest/impl/events"
+	"github.com/shardtest/shardtest/impl/peer"
+	"github.com/shardtest/shardtest/impl/persistence"
+	"github.com/shardtest/shardtest/impl/singleton"
+)
+
+// What a node does once it has been downed.
+const (
+	// OnDownedRestart comes back as a new incarnation after RestartDelay.
+	OnDownedRestart = "restart"
+	// OnDownedExit ends Run with ErrDowned (the process exits; a supervisor
+	// such as Docker's restart policy brings it back).
+	OnDownedExit = "exit"
+	// OnDownedStay stays down, still answering status and events.
+	OnDownedStay = "stay"
+)
+
+// Deliberate bugs the reference node can switch on, so the harness's
+// checkers can be shown to catch them. Never on by default.
+const (
+	// BugAutoDown downs unreachable members after a timeout: split brain.
+	BugAutoDown = "auto-down"
+	// BugSingletonNoFencing lets the ID generator write without a fencing
+	// epoch and trust its cached counter: duplicate ids after a split.
+	BugSingletonNoFencing = "singleton-no-fencing"
+)
+
+// KnownBugs lists the deliberate bugs, for flags and the capabilities
+// endpoint.
+func KnownBugs() []string { return []string{BugAutoDown, BugSingletonNoFencing} }
+
+// IDGeneratorName is the test singleton's name.
+const IDGeneratorName = "id-generator"
+
+// ErrDowned is returned by Run with OnDownedExit.
+var ErrDowned = errors.New("node: this member was downed")
+
+// Config configures a node.
+type Config struct {
+	Name  string
+	Roles []string
+	// HTTPListen is the node protocol's listen address (host:port; port 0
+	// picks one). HTTPAdvertise is what other nodes use (default: the
+	// listen address as bound).
+	HTTPListen    string
+	HTTPAdvertise string
+	// GossipBind (an IP) and GossipPort (0 picks one) for memberlist;
+	// GossipAdvertise overrides the advertised IP.
+	GossipBind      string
+	GossipPort      int
+	GossipAdvertise string
+	Seeds           []string
+	// Journal is the journal to use; if nil, JournalURL is dialled.
+	Journal    persistence.Journal
+	JournalURL string
+
+	Downing           cluster.DowningConfig
+	HeartbeatInterval time.Duration
+	FailureTimeout    time.Duration
+	RejoinInterval    time.Duration
+	SeedTimeout       time.Duration
+
+	SingletonRole      string
+	RetryInterval      time.Duration
+	MaxHandOverRetries int
+	MaxTakeOverRetries int
+	DownRemovalMargin  time.Duration
+	ProxyBufferSize    int
+	// RequestTimeout bounds a client request inside the node (default 10s).
+	RequestTimeout time.Duration
+	LeaveTimeout   time.Duration
+
+	OnDowned     string
+	RestartDelay time.Duration
+	Bugs         []string
+
+	// Clock is the node's clock (default: real time, adjustable).
+	Clock  *clock.Adjustable
+	Logger *slog.Logger
+}
+
+func (c *Config) setDefaults() {
+	if c.Clock == nil {
+		c.Clock = clock.Real()
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.OnDowned == "" {
+		c.OnDowned = OnDownedRestart
+	}
+	if c.RestartDelay <= 0 {
+		c.RestartDelay = time.Second
+	}
+	if c.RequestTimeout <= 0 {
+		c.RequestTimeout = 10 * time.Second
+	}
+	if c.LeaveTimeout <= 0 {
+		c.LeaveTimeout = 30 * time.Second
+	}
+	if c.GossipBind == "" {
+		c.GossipBind = "127.0.0.1"
+	}
+	if c.Downing.Strategy == "" {
+		c.Downing.Strategy = cluster.KeepMajority
+	}
+	if c.Downing.StableAfter <= 0 {
+		c.Downing.StableAfter = 5 * time.Second
+	}
+	if c.DownRemovalMargin <= 0 {
+		c.DownRemovalMargin = c.Downing.StableAfter
+	}
+	if slices.Contains(c.Bugs, BugAutoDown) {
+		c.Downing.Strategy = cluster.AutoDown
+		c.Downing.AllowUnsafeAutoDown = true
+		if c.Downing.AutoDownAfter <= 0 {
+			c.Downing.AutoDownAfter = c.Downing.StableAfter
+		}
+	}
+}
+
+func (c *Config) validate() error {
+	switch c.OnDowned {
+	case OnDownedRestart, OnDownedExit, OnDownedStay:
+	default:
+		return fmt.Errorf("node: on-downed %q: want %s, %s or %s", c.OnDowned, OnDownedRestart, OnDownedExit, OnDownedStay)
+	}
+	for _, b := range c.Bugs {
+		if !slices.Contains(KnownBugs(), b) {
+			return fmt.Errorf("node: unknown deliberate bug %q (known: %s)", b, strings.Join(KnownBugs(), ", "))
+		}
+	}
+	if c.Downing.Strategy == cluster.AutoDown && !slices.Contains(c.Bugs, BugAutoDown) {
+		return fmt.Errorf("node: downing strategy auto-down causes split brain; it is a deliberate bug: enable it with --bugs %s", BugAutoDown)
+	}
+	if c.Journal == nil && c.JournalURL == "" {
+		return errors.New("node: a journal address is required")
+	}
+	return nil
+}
+
+// Node is one running member process.
+type Node struct {
+	cfg     Config
+	log     *slog.Logger
+	events  *events.Log
+	filter  *peer.Filter
+	journal persistence.Journal
+	ln      net.Listener
+	addr    string
+	srv     *http.Server
+
+	mu           sync.Mutex
+	cur          *incarnation
+	incarnations int
+	leaving      bool
+}
+
+// New validates cfg and binds the HTTP listener, so the address is known
+// (and taken) before Run.
+func New(cfg Config) (*Node, error) {
+	cfg.setDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", cfg.HTTPListen)
+	if err != nil {
+		return nil, fmt.Errorf("node: listen on %q: %w", cfg.HTTPListen, err)
+	}
+	n := &Node{
+		cfg:    cfg,
+		log:    cfg.Logger.With("node", cfg.Name),
+		events: events.NewLog(cfg.Clock, 0),
+		filter: &peer.Filter{},
+		ln:     ln,
+		addr:   ln.Addr().String(),
+	}
+	if cfg.HTTPAdvertise != "" {
+		n.addr = cfg.HTTPAdvertise
+	}
+	n.journal = cfg.Journal
+	if n.journal == nil {
+		n.journal = persistence.NewClient(cfg.JournalURL, persistence.ClientOptions{})
+	}
+	n.srv = &http.Server{Handler: n.handler(), ReadHeaderTimeout: 10 * time.Second}
+	return n, nil
+}
+
+// Addr is the node protocol's address (host:port).
+func (n *Node) Addr() string { return n.addr }
+
+// Events is the node's event log.
+func (n *Node) Events() *events.Log { return n.events }
+
+// Run serves the node protocol and runs member incarnations until ctx ends,
+// the member has left gracefully (nil), or it was downed with OnDownedExit
+// (ErrDowned).
+func (n *Node) Run(ctx context.Context) error {
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- n.srv.Serve(n.ln) }()
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		n.srv.Shutdown(sctx)
+	}()
+	n.events.Append(events.Event{Type: events.NodeStarted, Detail: "http " + n.addr})
+	defer n.events.Append(events.Event{Type: events.NodeStopped})
+
+	for {
+		inc, err := n.newIncarnation()
+		if err != nil {
+			return err
+		}
+		outcome := inc.run(ctx)
+		select {
+		case err := <-serveErr:
+			return fmt.Errorf("node: http server: %w", err)
+		default:
+		}
+		switch {
+		case ctx.Err() != nil:
+			return nil
+		case outcome == outcomeLeft:
+			return nil
+		}
+		// Downed.
+		switch n.cfg.OnDowned {
+		case OnDownedExit:
+			return ErrDowned
+		case OnDownedStay:
+			<-ctx.Done()
+			return nil
+		}
+		if err := n.cfg.Clock.Sleep(ctx, n.cfg.RestartDelay); err != nil {
+			return nil
+		}
+		n.log.Info("restarting as a new incarnation after being downed")
+	}
+}
+
+func (n *Node) current() *incarnation {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.cur
+}
+
+// incarnation is one member lifetime of this process: a cluster member
+// and everything that runs on it.
+type incarnation struct {
+	node    *Node
+	cluster *cluster.Cluster
+	peers   *peer.Client
+	manager *singleton.Manager
+	proxy   *singleton.Proxy
+	mux     *http.ServeMux // internal node-to-node routes
+	left    chan struct{}
+}
+
+type runOutcome int
+
+const (
+	outcomeStopped runOutcome = iota
+	outcomeLeft
+	outcomeDowned
+)
+
+func (n *Node) newIncarnation() (*incarnation, error) {
+	cfg := n.cfg
+	cl, err := cluster.New(cluster.Config{
+		Name:              cfg.Name,
+		Roles:             cfg.Roles,
+		BindAddr:          cfg.GossipBind,
+		BindPort:          cfg.GossipPort,
+		AdvertiseAddr:     cfg.GossipAdvertise,
+		HTTPAddr:          n.addr,
+		Seeds:             cfg.Seeds,
+		Journal:           n.journal,
+		Downing:           cfg.Downing,
+		HeartbeatInterval: cfg.HeartbeatInterval,
+		FailureTimeout:    cfg.FailureTimeout,
+		RejoinInterval:    cfg.RejoinInterval,
+		SeedTimeout:       cfg.SeedTimeout,
+		Clock:             cfg.Clock,
+		Events:            n.events,
+		Logger:            n.log,
+		Filter:            n.filter,
+	})
+	if err != nil {
+		return nil, err
+	}
+	inc := &incarnation{node: n, cluster: cl, mux: http.NewServeMux(), left: make(chan struct{})}
+	n.events.SetIncarnation(cl.Self().Incarnation)
+	n.mu.Lock()
+	n.cur = inc
+	n.incarnations++
+	n.leaving = false
+	n.mu.Unlock()
+	return inc, nil
+}
+
+// setupSingleton builds the manager and proxy once the gossip address is
+// known (the peer client names this member by it).
+func (inc *incarnation) setupSingleton() error {
+	n := inc.node
+	cfg := n.cfg
+	self := inc.cluster.Self()
+	inc.peers = peer.NewClient(self.GossipAddr, n.filter)
+	factory := decorate(singleton.IDGenerator(n.journal, "singleton/"+IDGeneratorName,
+		singleton.IDGeneratorOptions{NoFencing: slices.Contains(cfg.Bugs, BugSingletonNoFencing)}), self)
+	mgr, err := singleton.NewManager(singleton.Config{
+		Name:               IDGeneratorName,
+		Role:               cfg.SingletonRole,
+		RetryInterval:      cfg.RetryInterval,
+		MaxHandOverRetries: cfg.MaxHandOverRetries,
+		MaxTakeOverRetries: cfg.MaxTakeOverRetries,
+		DownRemovalMargin:  cfg.DownRemovalMargin,
+	}, singleton.Deps{
+		Membership: inc.cluster,
+		Peers:      inc.peers,
+		Clock:      cfg.Clock,
+		Events:     n.events,
+		Logger:     n.log,
+		Factory:    factory,
+	})
+	if err != nil {
+		return err
+	}
+	proxy, err := singleton.NewProxy(singleton.ProxyConfig{
+		Name:       IDGeneratorName,
+		Role:       cfg.SingletonRole,
+		BufferSize: cfg.ProxyBufferSize,
+	}, singleton.ProxyDeps{
+		Membership: inc.cluster,
+		Peers:      inc.peers,
+		Clock:      cfg.Clock,
+		Events:     n.events,
+		Logger:     n.log,
+		Local:      mgr,
+	})
+	if err != nil {
+		return err
+	}
+	mgr.Routes(inc.mux)
+	n.mu.Lock()
+	inc.manager, inc.proxy = mgr, proxy
+	n.mu.Unlock()
+	return nil
+}
+
+// run runs the incarnation until ctx ends, it has left, or it was downed.
+// When downed, the singleton is stopped before run returns.
+func (inc *incarnation) run(ctx context.Context) runOutcome {
+	ictx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	clusterDone := make(chan error, 1)
+	go func() { clusterDone <- inc.cluster.Run(ictx) }()
+
+	// The manager needs the gossip address, known once the cluster has
+	// bound its transport; the cluster is not joined (nor is anything run
+	// here) before then.
+	var mgrDone chan error
+	waitAddr := time.NewTicker(10 * time.Millisecond)
+	defer waitAddr.Stop()
+	for inc.cluster.Self().GossipAddr == "" {
+		select {
+		case err := <-clusterDone:
+			inc.node.log.Error("cluster stopped before it joined", "err", err)
+			return outcomeStopped
+		case <-waitAddr.C:
+		}
+	}
+	if err := inc.setupSingleton(); err != nil {
+		inc.node.log.Error("cannot start the singleton manager", "err", err)
+		cancel()
+		<-clusterDone
+		return outcomeStopped
+	}
+	mgrDone = make(chan error, 1)
+	go func() { mgrDone <- inc.manager.Run(ictx) }()
+
+	outcome := outcomeStopped
+	select {
+	case <-ctx.Done():
+	case <-inc.cluster.Downed():
+		outcome = outcomeDowned
+	case <-inc.left:
+		outcome = outcomeLeft
+	case err := <-clusterDone:
+		if err != nil && ctx.Err() == nil {
+			inc.node.log.Error("cluster stopped", "err", err)
+		}
+		clusterDone <- err
+		select {
+		case <-inc.cluster.Downed():
+			outcome = outcomeDowned
+		default:
+		}
+	}
+	// Stop the singleton first (at once if downed), then the cluster.
+	cancel()
+	<-mgrDone
+	<-clusterDone
+	inc.peers.Close()
+	return outcome
+}
+
+// leave hands over and leaves gracefully. It runs in the background after
+// the admin API accepted the request.
+func (inc *incarnation) leave(ctx context.Context) {
+	n := inc.node
+	n.events.Append(events.Event{Type: events.LeaveStarted})
+	if err := inc.cluster.BeginLeave(); err != nil {
+		n.log.Warn("leave refused", "err", err)
+		return
+	}
+	lctx, cancel := context.WithTimeout(ctx, n.cfg.LeaveTimeout)
+	defer cancel()
+	n.mu.Lock()
+	mgr := inc.manager
+	n.mu.Unlock()
+	if mgr != nil {
+		select {
+		case <-mgr.HandedOver():
+		case <-lctx.Done():
+			n.log.Warn("hand-over did not finish before the leave timeout; leaving anyway")
+		case <-inc.cluster.Downed():
+			return
+		}
+	}
+	if err := inc.cluster.FinishLeave(lctx); err != nil {
+		n.log.Warn("finish leave", "err", err)
+		return
+	}
+	n.events.Append(events.Event{Type: events.LeaveCompleted})
+	close(inc.left)
+}

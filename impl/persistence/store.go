@@ -1,0 +1,376 @@
+package persistence
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+	"unicode/utf8"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// Bucket layout of the bbolt file:
+//
+//	events/<pid>/<seq as big-endian uint64> -> record (see encodeRecord)
+//	epochs/<pid>                            -> current writer epoch, big-endian uint64
+//	meta/global                             -> last Global handed out, big-endian uint64
+//
+// Big-endian keys sort numerically, so the last key of a pid's bucket is its
+// highest sequence number and a cursor walks events in order.
+var (
+	bucketEvents = []byte("events")
+	bucketEpochs = []byte("epochs")
+	bucketMeta   = []byte("meta")
+	keyGlobal    = []byte("global")
+)
+
+// recordVersion prefixes every stored event so the encoding can change later
+// without misreading old files.
+const recordVersion byte = 1
+
+// recordHeader is version + epoch + global + written (unix nanoseconds).
+const recordHeader = 1 + 8 + 8 + 8
+
+// defaultLockTimeout bounds how long Open waits for the file lock, so a
+// second journal on the same file fails with an error instead of hanging.
+const defaultLockTimeout = 2 * time.Second
+
+// StoreOptions configure Open.
+type StoreOptions struct {
+	// NoSync skips fsync on commit. Unsafe: a crash may lose acknowledged
+	// events. Meant for tests and benchmarks only.
+	NoSync bool
+	// Clock stamps Event.Written; nil means time.Now.
+	Clock func() time.Time
+	// LockTimeout bounds the wait for the file lock held by another process;
+	// zero means 2s.
+	LockTimeout time.Duration
+}
+
+// Store is the bbolt-backed Journal. It is safe for concurrent use: bbolt
+// serializes write transactions, which is exactly the ordering Append needs.
+type Store struct {
+	db    *bolt.DB
+	clock func() time.Time
+}
+
+var _ Journal = (*Store)(nil)
+
+// Open opens (creating if missing) the journal file at path.
+func Open(path string, opts StoreOptions) (*Store, error) {
+	timeout := opts.LockTimeout
+	if timeout <= 0 {
+		timeout = defaultLockTimeout
+	}
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: timeout, NoSync: opts.NoSync})
+	if err != nil {
+		if errors.Is(err, bolt.ErrTimeout) {
+			return nil, fmt.Errorf("open journal %s: file is locked by another process: %w", path, err)
+		}
+		return nil, fmt.Errorf("open journal %s: %w", path, err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		for _, name := range [][]byte{bucketEvents, bucketEpochs, bucketMeta} {
+			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
+				return fmt.Errorf("create bucket %s: %w", name, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("open journal %s: %w", path, err)
+	}
+	clock := opts.Clock
+	if clock == nil {
+		clock = time.Now
+	}
+	return &Store{db: db, clock: clock}, nil
+}
+
+// Close closes the file; it waits for running transactions to finish.
+func (s *Store) Close() error {
+	if err := s.db.Close(); err != nil {
+		return fmt.Errorf("close journal: %w", err)
+	}
+	return nil
+}
+
+// Append implements Journal. The whole append is one bbolt write transaction,
+// so the checks (sequence, epoch) and the writes are atomic with respect to
+// every other writer, and a failed commit leaves nothing behind.
+func (s *Store) Append(ctx context.Context, pid string, expectedSeq int64, epoch uint64, data [][]byte) (int64, error) {
+	if err := validateAppend(pid, expectedSeq, data); err != nil {
+		return 0, err
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	var last int64
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		if epoch != NoEpoch {
+			current := getUint64(tx.Bucket(bucketEpochs), []byte(pid))
+			if epoch < current {
+				return fmt.Errorf("%w: pid %q: epoch %d is older than current epoch %d", ErrFenced, pid, epoch, current)
+			}
+		}
+		events, err := tx.Bucket(bucketEvents).CreateBucketIfNotExists([]byte(pid))
+		if err != nil {
+			return fmt.Errorf("create bucket for pid %q: %w", pid, err)
+		}
+		highest, err := highestIn(events)
+		if err != nil {
+			return err
+		}
+		if expectedSeq != AnySeq && expectedSeq != highest {
+			return fmt.Errorf("%w: pid %q: expected seq %d, highest is %d", ErrSeqConflict, pid, expectedSeq, highest)
+		}
+		meta := tx.Bucket(bucketMeta)
+		global := getUint64(meta, keyGlobal)
+		if uint64(len(data)) > math.MaxUint64-global || int64(len(data)) > math.MaxInt64-highest {
+			return fmt.Errorf("pid %q: sequence space exhausted", pid)
+		}
+		written := s.clock().UnixNano()
+		// Sequential keys: filling pages to the brim is fine, nothing is
+		// ever inserted in the middle.
+		events.FillPercent = 1.0
+		seq := highest
+		for _, d := range data {
+			seq++
+			global++
+			if err := events.Put(seqKey(seq), encodeRecord(epoch, global, written, d)); err != nil {
+				return fmt.Errorf("put pid %q seq %d: %w", pid, seq, err)
+			}
+		}
+		if err := putUint64(meta, keyGlobal, global); err != nil {
+			return err
+		}
+		last = seq
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	return last, nil
+}
+
+// Replay implements Journal.
+func (s *Store) Replay(ctx context.Context, pid string, from int64, max int) ([]Event, error) {
+	if err := validatePID(pid); err != nil {
+		return nil, err
+	}
+	if max < 0 {
+		return nil, fmt.Errorf("%w: negative max %d", ErrInvalid, max)
+	}
+	if from < 1 {
+		from = 1
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	out := []Event{}
+	err := s.db.View(func(tx *bolt.Tx) error {
+		events := tx.Bucket(bucketEvents).Bucket([]byte(pid))
+		if events == nil {
+			return nil
+		}
+		c := events.Cursor()
+		for k, v := c.Seek(seqKey(from)); k != nil; k, v = c.Next() {
+			if max > 0 && len(out) >= max {
+				return nil
+			}
+			// A long replay holds a read transaction; give up early if
+			// nobody is waiting for the answer any more.
+			if len(out)%1024 == 1023 {
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+			}
+			ev, err := decodeRecord(pid, k, v)
+			if err != nil {
+				return err
+			}
+			out = append(out, ev)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// Fence implements Journal: it raises the epoch by one in a write
+// transaction, so two concurrent fences get distinct epochs.
+func (s *Store) Fence(ctx context.Context, pid string) (uint64, int64, error) {
+	if err := validatePID(pid); err != nil {
+		return 0, 0, err
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, 0, err
+	}
+	var epoch uint64
+	var highest int64
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		epochs := tx.Bucket(bucketEpochs)
+		current := getUint64(epochs, []byte(pid))
+		if current == math.MaxUint64 {
+			return fmt.Errorf("pid %q: epoch space exhausted", pid)
+		}
+		epoch = current + 1
+		if err := putUint64(epochs, []byte(pid), epoch); err != nil {
+			return err
+		}
+		var err error
+		highest, err = highestIn(tx.Bucket(bucketEvents).Bucket([]byte(pid)))
+		return err
+	})
+	if err != nil {
+		return 0, 0, err
+	}
+	return epoch, highest, nil
+}
+
+// Highest implements Journal.
+func (s *Store) Highest(ctx context.Context, pid string) (int64, error) {
+	if err := validatePID(pid); err != nil {
+		return 0, err
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	var highest int64
+	err := s.db.View(func(tx *bolt.Tx) error {
+		var err error
+		highest, err = highestIn(tx.Bucket(bucketEvents).Bucket([]byte(pid)))
+		return err
+	})
+	if err != nil {
+		return 0, err
+	}
+	return highest, nil
+}
+
+// highestIn returns the last sequence number in a pid bucket (nil: 0).
+func highestIn(events *bolt.Bucket) (int64, error) {
+	if events == nil {
+		return 0, nil
+	}
+	k, _ := events.Cursor().Last()
+	if k == nil {
+		return 0, nil
+	}
+	return parseSeqKey(k)
+}
+
+func seqKey(seq int64) []byte {
+	return binary.BigEndian.AppendUint64(nil, uint64(seq))
+}
+
+func parseSeqKey(k []byte) (int64, error) {
+	if len(k) != 8 {
+		return 0, fmt.Errorf("corrupt journal: sequence key of %d bytes", len(k))
+	}
+	seq := binary.BigEndian.Uint64(k)
+	if seq == 0 || seq > math.MaxInt64 {
+		return 0, fmt.Errorf("corrupt journal: sequence key %d out of range", seq)
+	}
+	return int64(seq), nil
+}
+
+func getUint64(b *bolt.Bucket, key []byte) uint64 {
+	v := b.Get(key)
+	if len(v) != 8 {
+		return 0
+	}
+	return binary.BigEndian.Uint64(v)
+}
+
+func putUint64(b *bolt.Bucket, key []byte, v uint64) error {
+	if err := b.Put(key, binary.BigEndian.AppendUint64(nil, v)); err != nil {
+		return fmt.Errorf("put %q: %w", key, err)
+	}
+	return nil
+}
+
+func encodeRecord(epoch, global uint64, written int64, data []byte) []byte {
+	buf := make([]byte, 0, recordHeader+len(data))
+	buf = append(buf, recordVersion)
+	buf = binary.BigEndian.AppendUint64(buf, epoch)
+	buf = binary.BigEndian.AppendUint64(buf, global)
+	buf = binary.BigEndian.AppendUint64(buf, uint64(written))
+	return append(buf, data...)
+}
+
+// decodeRecord copies the payload out: bbolt values are only valid inside
+// their transaction.
+func decodeRecord(pid string, k, v []byte) (Event, error) {
+	seq, err := parseSeqKey(k)
+	if err != nil {
+		return Event{}, err
+	}
+	if len(v) < recordHeader || v[0] != recordVersion {
+		return Event{}, fmt.Errorf("corrupt journal: pid %q seq %d: bad record header", pid, seq)
+	}
+	return Event{
+		PersistenceID: pid,
+		Seq:           seq,
+		Epoch:         binary.BigEndian.Uint64(v[1:9]),
+		Global:        binary.BigEndian.Uint64(v[9:17]),
+		Written:       time.Unix(0, int64(binary.BigEndian.Uint64(v[17:25]))),
+		Data:          append([]byte{}, v[recordHeader:]...),
+	}, nil
+}
+
+// Limits on what one call may ask of the journal. They keep a single
+// request from monopolising the writer or the server's memory.
+const (
+	// MaxPIDBytes is the longest persistence id accepted.
+	MaxPIDBytes = 1024
+	// MaxEventBytes is the largest single event payload accepted.
+	MaxEventBytes = 4 << 20
+	// MaxAppendEvents is the most events one Append may write.
+	MaxAppendEvents = 10_000
+)
+
+// validatePID rejects ids the journal cannot store faithfully. Ids must be
+// valid UTF-8 because the HTTP API carries them as JSON strings, which would
+// silently rewrite invalid bytes and store under a different id.
+func validatePID(pid string) error {
+	switch {
+	case pid == "":
+		return fmt.Errorf("%w: empty persistence id", ErrInvalid)
+	case len(pid) > MaxPIDBytes:
+		return fmt.Errorf("%w: persistence id of %d bytes exceeds %d", ErrInvalid, len(pid), MaxPIDBytes)
+	case !utf8.ValidString(pid):
+		return fmt.Errorf("%w: persistence id is not valid UTF-8", ErrInvalid)
+	}
+	return nil
+}
+
+// validateAppend checks everything about an append that does not depend on
+// what is stored. The Client runs it too, so bad calls fail the same way
+// locally and remotely without a round trip.
+func validateAppend(pid string, expectedSeq int64, data [][]byte) error {
+	if err := validatePID(pid); err != nil {
+		return err
+	}
+	if expectedSeq < AnySeq {
+		return fmt.Errorf("%w: expected seq %d (must be >= 0, or AnySeq)", ErrInvalid, expectedSeq)
+	}
+	if len(data) == 0 {
+		return fmt.Errorf("%w: no events", ErrInvalid)
+	}
+	if len(data) > MaxAppendEvents {
+		return fmt.Errorf("%w: %d events exceed %d per append", ErrInvalid, len(data), MaxAppendEvents)
+	}
+	for i, d := range data {
+		if len(d) > MaxEventBytes {
+			return fmt.Errorf("%w: event %d is %d bytes, more than %d", ErrInvalid, i, len(d), MaxEventBytes)
+		}
+	}
+	return nil
+}

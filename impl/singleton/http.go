@@ -1,0 +1,188 @@
+package singleton
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+
+	"github.com/shardtest/shardtest/impl/peer"
+)
+
+// routePrefix is where the node-to-node singleton endpoints live:
+// POST routePrefix + {name} + "/" + {hand-over-to-me | take-over-from-me |
+// hand-over-done | request}.
+const routePrefix = "/internal/v1/singleton/"
+
+// maxBody bounds a request body.
+const maxBody = 1 << 20
+
+// router serves routePrefix for every manager registered on one mux, so
+// that several singletons share the prefix and every error (unknown name,
+// wrong method) is answered in JSON.
+type router struct {
+	mu       sync.RWMutex
+	managers map[string]*Manager
+}
+
+func (rt *router) add(m *Manager) {
+	rt.mu.Lock()
+	rt.managers[m.cfg.Name] = m
+	rt.mu.Unlock()
+}
+
+func (rt *router) get(name string) *Manager {
+	rt.mu.RLock()
+	defer rt.mu.RUnlock()
+	return rt.managers[name]
+}
+
+// Routes registers the manager's endpoints on mux:
+//
+//	POST /internal/v1/singleton/{name}/hand-over-to-me   {"from": uid} → {"state": "in-progress"|"done"}
+//	POST /internal/v1/singleton/{name}/take-over-from-me {"from": uid} → {"state": "ack"|"ignored"}
+//	POST /internal/v1/singleton/{name}/hand-over-done    {"from": uid} → {"state": "ack"}
+//	POST /internal/v1/singleton/{name}/request           Request       → the instance's reply
+//
+// Errors are peer.ErrorBody JSON. Managers of several singletons may
+// register on one mux; call Routes while setting the mux up, not
+// concurrently.
+func (m *Manager) Routes(mux *http.ServeMux) {
+	probe := &http.Request{Method: http.MethodPost, Host: "localhost", URL: &url.URL{Path: m.base + opRequest}}
+	if h, pattern := mux.Handler(probe); pattern == routePrefix {
+		if rt, ok := h.(*router); ok {
+			rt.add(m)
+			return
+		}
+	}
+	rt := &router{managers: map[string]*Manager{}}
+	rt.add(m)
+	mux.Handle(routePrefix, rt)
+}
+
+func (rt *router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	rest := strings.TrimPrefix(r.URL.Path, routePrefix)
+	name, op, ok := strings.Cut(rest, "/")
+	if !ok || name == "" {
+		writeError(w, http.StatusNotFound, CodeNotFound, "no such endpoint: "+r.URL.Path)
+		return
+	}
+	m := rt.get(name)
+	if m == nil {
+		writeError(w, http.StatusNotFound, CodeUnknownName, fmt.Sprintf("no singleton named %q on this node", name))
+		return
+	}
+	switch op {
+	case opHandOverToMe, opTakeOverFromMe, opHandOverDone, opRequest:
+	default:
+		writeError(w, http.StatusNotFound, CodeNotFound, "no such endpoint: "+r.URL.Path)
+		return
+	}
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		writeError(w, http.StatusMethodNotAllowed, CodeMethod, "use POST")
+		return
+	}
+	m.serve(op, w, r)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	data, err := json.Marshal(v)
+	if err != nil {
+		status = http.StatusInternalServerError
+		data, _ = json.Marshal(peer.ErrorBody{Error: "encode answer: " + err.Error(), Code: CodeInstanceError, Outcome: peer.OutcomeUnknown})
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(data, '\n'))
+}
+
+// writeError writes a definite failure.
+func writeError(w http.ResponseWriter, status int, code, msg string) {
+	writeJSON(w, status, peer.ErrorBody{Error: msg, Code: code, Outcome: peer.OutcomeFail})
+}
+
+func (m *Manager) serve(op string, w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			writeError(w, http.StatusRequestEntityTooLarge, CodeBadRequest, "request body too large")
+			return
+		}
+		writeError(w, http.StatusBadRequest, CodeBadJSON, "read body: "+err.Error())
+		return
+	}
+	if op == opRequest {
+		m.serveRequest(w, r, body)
+		return
+	}
+	var fb fromBody
+	if err := json.Unmarshal(body, &fb); err != nil {
+		writeError(w, http.StatusBadRequest, CodeBadJSON, "malformed JSON: "+err.Error())
+		return
+	}
+	if fb.From == "" {
+		writeError(w, http.StatusBadRequest, CodeBadRequest, `"from" (the sender's member uid) is required`)
+		return
+	}
+	ans, ok := m.ask(r, op, fb.From)
+	if !ok {
+		writeError(w, http.StatusServiceUnavailable, CodeNoManager, "singleton manager is not running")
+		return
+	}
+	writeJSON(w, http.StatusOK, stateBody{State: ans})
+}
+
+func (m *Manager) serveRequest(w http.ResponseWriter, r *http.Request, body []byte) {
+	var req Request
+	if err := json.Unmarshal(body, &req); err != nil {
+		writeError(w, http.StatusBadRequest, CodeBadJSON, "malformed JSON: "+err.Error())
+		return
+	}
+	res, err := m.Handle(r.Context(), req)
+	if err != nil {
+		status, eb := errorBody(err)
+		writeJSON(w, status, eb)
+		return
+	}
+	if len(res) == 0 {
+		res = json.RawMessage("null")
+	}
+	if !json.Valid(res) {
+		writeJSON(w, http.StatusInternalServerError, peer.ErrorBody{
+			Error: "instance replied with invalid JSON", Code: CodeInstanceError, Outcome: peer.OutcomeUnknown})
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(res)
+}
+
+// ask hands a protocol message to the owner goroutine and waits for its
+// answer; false if the manager is not running (or the caller went away).
+func (m *Manager) ask(r *http.Request, op, from string) (string, bool) {
+	if !m.active.Load() {
+		return "", false
+	}
+	msg := inMsg{op: op, from: from, reply: make(chan string, 1)}
+	select {
+	case m.inbox <- msg:
+	case <-r.Context().Done():
+		return "", false
+	case <-m.exited:
+		return "", false
+	}
+	select {
+	case ans := <-msg.reply:
+		return ans, true
+	case <-r.Context().Done():
+		return "", false
+	case <-m.exited:
+		return "", false
+	}
+}
