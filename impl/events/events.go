@@ -120,7 +120,7 @@ func (l *Log) Since(after uint64, max int) (evs []Event, last uint64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	last = l.next - 1
-	if len(l.entries) == 0 {
+	if len(l.entries) == 0 || after >= last {
 		return nil, last
 	}
 	first := l.entries[0].Seq
@@ -136,6 +136,13 @@ func (l *Log) Since(after uint64, max int) (evs []Event, last uint64) {
 		end = start + max
 	}
 	return append([]Event(nil), l.entries[start:end]...), last
+}
+
+// Last returns the sequence number of the newest event (0: none yet).
+func (l *Log) Last() uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.next - 1
 }
 
 // Changed returns a channel closed at the next Append.

@@ -22,6 +22,7 @@ func TestLogSince(t *testing.T) {
 		{3, 1, []uint64{4}},
 		{5, 0, nil},
 		{99, 0, nil},
+		{^uint64(0), 0, nil},
 	}
 	for _, tt := range tests {
 		got, last := l.Since(tt.after, tt.max)

@@ -26,7 +26,7 @@ import (
 // testCluster runs real nodes in this process: real memberlist on
 // 127.0.0.1 ports, a real bbolt journal, the real HTTP protocol.
 type testCluster struct {
-	t       *testing.T
+	t       testing.TB
 	journal persistence.Journal
 	nodes   []*testNode
 	seeds   []string
@@ -38,10 +38,11 @@ type testNode struct {
 	n      *Node
 	gossip string
 	cancel context.CancelFunc
-	done   chan error
+	done   chan struct{} // closed when Run has returned, with err set
+	err    error
 }
 
-func testLogger(t *testing.T) *slog.Logger {
+func testLogger(t testing.TB) *slog.Logger {
 	if os.Getenv("SHARDTEST_TEST_LOG") != "" {
 		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
@@ -49,7 +50,7 @@ func testLogger(t *testing.T) *slog.Logger {
 }
 
 // freePort finds a port free for both TCP and UDP on 127.0.0.1.
-func freePort(t *testing.T) int {
+func freePort(t testing.TB) int {
 	t.Helper()
 	for range 50 {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -68,7 +69,7 @@ func freePort(t *testing.T) int {
 	return 0
 }
 
-func newTestCluster(t *testing.T, size int, mods ...func(*Config)) *testCluster {
+func newTestCluster(t testing.TB, size int, mods ...func(*Config)) *testCluster {
 	t.Helper()
 	store, err := persistence.Open(filepath.Join(t.TempDir(), "journal.db"), persistence.StoreOptions{NoSync: true})
 	if err != nil {
@@ -129,8 +130,8 @@ func (tc *testCluster) start(name string, i int) *testNode {
 		tc.t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	tn := &testNode{name: name, n: n, gossip: tc.seeds[i], cancel: cancel, done: make(chan error, 1)}
-	go func() { tn.done <- n.Run(ctx) }()
+	tn := &testNode{name: name, n: n, gossip: tc.seeds[i], cancel: cancel, done: make(chan struct{})}
+	go func() { tn.err = n.Run(ctx); close(tn.done) }()
 	tc.t.Cleanup(func() {
 		cancel()
 		select {
@@ -169,7 +170,7 @@ func (tc *testCluster) waitReady(tn *testNode) {
 }
 
 // eventually polls f until it returns nil or the timeout passes.
-func eventually(t *testing.T, timeout time.Duration, f func() error) {
+func eventually(t testing.TB, timeout time.Duration, f func() error) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	var err error
@@ -203,6 +204,26 @@ func (tc *testCluster) agreedOldest(nodes []*testNode, want int) string {
 		return nil
 	})
 	return oldest
+}
+
+// successor returns the node that is second oldest (by up-number).
+func (tc *testCluster) successor() *testNode {
+	tc.t.Helper()
+	st := tc.nodes[0].n.Status()
+	if len(st.Members) < 2 {
+		tc.t.Fatalf("no second member in %+v", st.Members)
+	}
+	return tc.byUID(st.Members[1].UID)
+}
+
+func (tc *testCluster) byName(name string) *testNode {
+	for _, tn := range tc.nodes {
+		if tn.name == name {
+			return tn
+		}
+	}
+	tc.t.Fatalf("no node %s", name)
+	return nil
 }
 
 func (tc *testCluster) byUID(uid string) *testNode {
@@ -281,7 +302,7 @@ func (c *idClient) hammer(ctx context.Context, tc *testCluster) *sync.WaitGroup 
 	return &wg
 }
 
-func (c *idClient) check(t *testing.T) {
+func (c *idClient) check(t testing.TB) {
 	t.Helper()
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -326,7 +347,7 @@ func (tc *testCluster) singletonIntervals(logs map[string]*events.Log) []interva
 	return out
 }
 
-func assertNoOverlap(t *testing.T, ivs []interval) {
+func assertNoOverlap(t testing.TB, ivs []interval) {
 	t.Helper()
 	for i := 1; i < len(ivs); i++ {
 		prev := ivs[i-1]
@@ -382,6 +403,7 @@ func TestOldestIsElectedAndAgreed(t *testing.T) {
 func TestHandOverOnGracefulLeave(t *testing.T) {
 	tc := newTestCluster(t, 3)
 	tc.agreedOldest(tc.nodes, 3)
+	next := tc.successor().name
 	c := newIDClient()
 	ctx, stop := context.WithCancel(context.Background())
 	wg := c.hammer(ctx, tc)
@@ -391,17 +413,16 @@ func TestHandOverOnGracefulLeave(t *testing.T) {
 		t.Fatal(err)
 	}
 	select {
-	case err := <-tc.nodes[0].done:
-		if err != nil {
+	case <-tc.nodes[0].done:
+		if err := tc.nodes[0].err; err != nil {
 			t.Fatalf("leaving node ended with %v", err)
 		}
-		tc.nodes[0].done <- nil
 	case <-time.After(20 * time.Second):
 		t.Fatal("the oldest did not finish leaving")
 	}
 	eventually(t, 10*time.Second, func() error {
-		if r := tc.runningSingletons(); len(r) != 1 || r[0] != "n2" {
-			return fmt.Errorf("singleton runs on %v, want [n2]", r)
+		if r := tc.runningSingletons(); len(r) != 1 || r[0] != next {
+			return fmt.Errorf("singleton runs on %v, want [%s]", r, next)
 		}
 		return nil
 	})
@@ -413,11 +434,11 @@ func TestHandOverOnGracefulLeave(t *testing.T) {
 	ivs := tc.singletonIntervals(tc.logs())
 	assertNoOverlap(t, ivs)
 	if len(ivs) != 2 {
-		t.Fatalf("want 2 singleton lifetimes (n1 then n2), got %+v", ivs)
+		t.Fatalf("want 2 singleton lifetimes (n1 then %s), got %+v", next, ivs)
 	}
 	// The hand-over protocol ran: the new oldest asked, the old one answered.
 	for _, want := range []struct{ node, typ string }{
-		{"n2", events.HandOverToMe}, {"n2", events.HandOverDone}, {"n1", events.HandOverToMe},
+		{next, events.HandOverToMe}, {next, events.HandOverDone}, {"n1", events.HandOverToMe},
 	} {
 		if !hasEvent(tc, want.node, want.typ) {
 			t.Errorf("no %s event on %s", want.typ, want.node)
@@ -425,7 +446,7 @@ func TestHandOverOnGracefulLeave(t *testing.T) {
 	}
 	// The others saw n1 removed, not downed.
 	eventually(t, 10*time.Second, func() error {
-		st := tc.nodes[1].n.Status()
+		st := tc.byName(next).n.Status()
 		for _, g := range st.Gone {
 			if g.Name == "n1" && g.Status == string(cluster.StatusRemoved) {
 				return nil
@@ -453,6 +474,7 @@ func hasEvent(tc *testCluster, node, typ string) bool {
 func TestTakeOverAfterOldestCrashes(t *testing.T) {
 	tc := newTestCluster(t, 3)
 	tc.agreedOldest(tc.nodes, 3)
+	next := tc.successor().name
 	c := newIDClient()
 	ctx, stop := context.WithCancel(context.Background())
 	wg := c.hammer(ctx, tc)
@@ -461,8 +483,8 @@ func TestTakeOverAfterOldestCrashes(t *testing.T) {
 	tc.crash(tc.nodes[0])
 
 	eventually(t, 20*time.Second, func() error {
-		if r := tc.runningSingletons(); len(r) != 1 || r[0] != "n2" {
-			return fmt.Errorf("singleton runs on %v, want [n2]", r)
+		if r := tc.runningSingletons(); len(r) != 1 || r[0] != next {
+			return fmt.Errorf("singleton runs on %v, want [%s]", r, next)
 		}
 		return nil
 	})
@@ -472,8 +494,8 @@ func TestTakeOverAfterOldestCrashes(t *testing.T) {
 	wg.Wait()
 	c.check(t)
 	// n1 was downed by the resolver before n2 took over.
-	if !hasEvent(tc, "n2", events.MemberDowned) {
-		t.Fatal("n2 never saw n1 downed")
+	if !hasEvent(tc, next, events.MemberDowned) {
+		t.Fatalf("%s never saw n1 downed", next)
 	}
 	assertNoOverlap(t, tc.singletonIntervals(tc.logs()))
 	t.Logf("take-over %v after the crash", took.Round(time.Millisecond))
@@ -510,6 +532,7 @@ func TestPartitionKeepMajority(t *testing.T) {
 
 	// The oldest alone on the minority side.
 	n1, n2, n3 := tc.nodes[0], tc.nodes[1], tc.nodes[2]
+	next := tc.successor()
 	tc.partition([]*testNode{n1}, []*testNode{n2, n3})
 
 	// The minority downs itself and stops its singleton; the majority runs
@@ -518,8 +541,8 @@ func TestPartitionKeepMajority(t *testing.T) {
 		if !hasEvent(tc, "n1", events.SelfDowned) {
 			return errors.New("n1 has not downed itself")
 		}
-		if r := tc.runningSingletons(); len(r) != 1 || r[0] != "n2" {
-			return fmt.Errorf("singleton runs on %v, want [n2]", r)
+		if r := tc.runningSingletons(); len(r) != 1 || r[0] != next.name {
+			return fmt.Errorf("singleton runs on %v, want [%s]", r, next.name)
 		}
 		return nil
 	})
@@ -527,15 +550,15 @@ func TestPartitionKeepMajority(t *testing.T) {
 	// n1 comes back as a new incarnation; all three merge again, with n2
 	// the oldest and still the only singleton.
 	oldest := tc.agreedOldest(tc.nodes, 3)
-	if tc.byUID(oldest) != n2 {
-		t.Fatalf("oldest after heal is %s, want n2", oldest)
+	if tc.byUID(oldest) != next {
+		t.Fatalf("oldest after heal is %s, want %s", oldest, next.name)
 	}
 	if n1.n.Status().Incarnations != 2 {
 		t.Fatalf("n1 has had %d incarnations, want 2", n1.n.Status().Incarnations)
 	}
 	time.Sleep(time.Second)
-	if r := tc.runningSingletons(); len(r) != 1 || r[0] != "n2" {
-		t.Fatalf("after heal singleton runs on %v, want [n2]", r)
+	if r := tc.runningSingletons(); len(r) != 1 || r[0] != next.name {
+		t.Fatalf("after heal singleton runs on %v, want [%s]", r, next.name)
 	}
 	stop()
 	wg.Wait()

@@ -178,7 +178,7 @@ func (n *Node) Status() StatusReply {
 		},
 		Bugs: append([]string{}, n.cfg.Bugs...),
 	}
-	_, st.LastEventSeq = n.events.Since(^uint64(0), 1)
+	st.LastEventSeq = n.events.Last()
 	n.mu.Lock()
 	st.Incarnations = n.incarnations
 	var mgr *singleton.Manager

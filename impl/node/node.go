@@ -326,7 +326,7 @@ func (inc *incarnation) setupSingleton() error {
 	cfg := n.cfg
 	self := inc.cluster.Self()
 	inc.peers = peer.NewClient(self.GossipAddr, n.filter)
-	factory := decorate(singleton.IDGenerator(n.journal, "singleton/"+IDGeneratorName,
+	factory := decorate(singleton.IDGeneratorWith(n.journal, "singleton/"+IDGeneratorName,
 		singleton.IDGeneratorOptions{NoFencing: slices.Contains(cfg.Bugs, BugSingletonNoFencing)}), self)
 	mgr, err := singleton.NewManager(singleton.Config{
 		Name:               IDGeneratorName,

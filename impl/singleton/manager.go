@@ -945,6 +945,10 @@ func (m *Manager) onHandOverToMe(from string) string {
 
 func (m *Manager) onTakeOverFromMe(from string) string {
 	m.event(events.TakeOverFromMe, from, "received")
+	if _, ok := m.snap.Find(from); !ok {
+		m.log.Info("ignoring TakeOverFromMe from an unknown member", "from", from)
+		return answerIgnored
+	}
 	switch m.state {
 	case StateStart, StateYounger:
 		if !m.mayTakeOverFrom(from) {
@@ -973,9 +977,6 @@ func (m *Manager) onTakeOverFromMe(from string) string {
 func (m *Manager) mayTakeOverFrom(from string) bool {
 	self := m.snap.Self
 	if self.Status != cluster.StatusUp || !self.HasRole(m.cfg.Role) {
-		return false
-	}
-	if _, ok := m.snap.Find(from); !ok {
 		return false
 	}
 	oldest, ok := m.snap.Oldest(m.cfg.Role)

@@ -164,7 +164,7 @@ func (p *Proxy) Call(ctx context.Context, req Request) (json.RawMessage, error) 
 			if w != nil && !p.takeOff(w) {
 				return nil, p.droppedErr()
 			}
-			res, err, retry := p.attempt(ctx, snap, target, req)
+			res, retry, err := p.attempt(ctx, snap, target, req)
 			if !retry {
 				return res, err
 			}
@@ -203,27 +203,27 @@ func (p *Proxy) expired(ctxErr, last error) error {
 }
 
 // attempt sends req once to the manager on target.
-func (p *Proxy) attempt(ctx context.Context, snap cluster.Snapshot, target cluster.MemberState, req Request) (json.RawMessage, error, bool) {
+func (p *Proxy) attempt(ctx context.Context, snap cluster.Snapshot, target cluster.MemberState, req Request) (json.RawMessage, bool, error) {
 	p.forwarded.Add(1)
 	if p.d.Local != nil && target.UID() == snap.Self.UID() {
 		res, err := p.d.Local.Handle(ctx, req)
 		switch {
 		case err == nil:
-			return res, nil, false
+			return res, false, nil
 		case retryable(err):
-			return nil, err, true
+			return nil, true, err
 		case IsDefinite(err), errors.Is(err, ErrUnknownOutcome):
-			return nil, err, false
+			return nil, false, err
 		}
-		return nil, fmt.Errorf("%w: %w", ErrUnknownOutcome, err), false
+		return nil, false, fmt.Errorf("%w: %w", ErrUnknownOutcome, err)
 	}
 	var res json.RawMessage
 	err := p.d.Peers.Call(ctx, target.GossipAddr, target.HTTPAddr, p.path, req, &res)
 	if err == nil {
-		return res, nil, false
+		return res, false, nil
 	}
 	retry, out := classifyRemote(err)
-	return nil, out, retry
+	return nil, retry, out
 }
 
 // enqueue adds a new waiter, dropping the oldest waiting one if the buffer

@@ -245,9 +245,9 @@ func (r *runner) finish(failErr error, detail string) {
 
 // giveUp forgets an instance whose Stop did not finish in time.
 func (r *runner) giveUp(detail string) {
+	r.finish(nil, detail)
 	r.stopCancel()
 	r.startCancel()
-	r.finish(nil, detail)
 }
 
 func (r *runner) safeStart() (inst Instance, err error) {
