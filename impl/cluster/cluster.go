@@ -148,6 +148,7 @@ type Cluster struct {
 	unstableSince time.Time
 	pushing       map[string]bool
 
+	bound      chan struct{} // closed once the gossip transport is bound
 	downed     chan struct{}
 	downedOnce sync.Once
 	leaveDone  chan struct{}
@@ -173,6 +174,7 @@ func New(cfg Config) (*Cluster, error) {
 		unreachAt: map[string]time.Time{},
 		changed:   make(chan struct{}),
 		pushing:   map[string]bool{},
+		bound:     make(chan struct{}),
 		downed:    make(chan struct{}),
 		leaveDone: make(chan struct{}),
 	}
@@ -194,6 +196,13 @@ func (c *Cluster) Self() Member {
 	defer c.mu.Unlock()
 	return c.self
 }
+
+// Bound is closed once the gossip transport is bound: Self().GossipAddr is
+// known from then on.
+func (c *Cluster) Bound() <-chan struct{} { return c.bound }
+
+// Left is closed once this member has finished leaving gracefully.
+func (c *Cluster) Left() <-chan struct{} { return c.leaveDone }
 
 // Downed is closed when this member has been downed (by itself or others).
 func (c *Cluster) Downed() <-chan struct{} { return c.downed }
@@ -359,6 +368,7 @@ func (c *Cluster) startMemberlist() error {
 	c.mu.Lock()
 	c.ml = ml
 	c.mu.Unlock()
+	close(c.bound)
 	return nil
 }
 
@@ -553,7 +563,7 @@ func (c *Cluster) resolveLocked(now time.Time) {
 			c.unstableSince = now
 		}
 	}
-	if d.DownAllWhenUnstable > 0 && now.Sub(c.unstableSince) >= d.StableAfter+d.DownAllWhenUnstable {
+	if d.DownAllWhenUnstable > 0 && now.Sub(c.unstableSince) >= d.StableAfter+d.DownAllWhenUnstable && v.leader() == selfUID {
 		all := decision{reason: fmt.Sprintf("%s: reachability unstable for %v: downing every member", d.Strategy, now.Sub(c.unstableSince).Round(time.Millisecond))}
 		for _, m := range v.members {
 			all.down = append(all.down, m.UID())
@@ -562,6 +572,14 @@ func (c *Cluster) resolveLocked(now time.Time) {
 		return
 	}
 	if now.Sub(c.stableSince) < d.StableAfter {
+		return
+	}
+	// Only the leader of this side decides, as in Akka: with one decider
+	// per side, members that see the problem differently (an indirectly
+	// connected member judging its peer merely unreachable) cannot race to
+	// contradicting decisions. The leader is the oldest member this node
+	// reaches; every member of a side agrees on it once their views agree.
+	if v.leader() != selfUID {
 		return
 	}
 	if dec := decide(d, v); !dec.empty() {
@@ -827,7 +845,10 @@ func (c *Cluster) FinishLeave(ctx context.Context) error {
 			c.log.Debug("memberlist leave", "err", err)
 		}
 	}
-	c.leaveOnce.Do(func() { close(c.leaveDone) })
+	c.leaveOnce.Do(func() {
+		c.cfg.Events.Append(events.Event{Type: events.LeaveCompleted})
+		close(c.leaveDone)
+	})
 	return nil
 }
 

@@ -126,6 +126,18 @@ func (v view) problem() (unreachable, indirect []string) {
 	return unreachable, indirect
 }
 
+// leader is the oldest member this node reaches (itself included): the one
+// member of its side that takes the resolver's decisions.
+func (v view) leader() string {
+	var reach []MemberState
+	for _, m := range v.members {
+		if m.Reachable || m.UID() == v.self {
+			reach = append(reach, m)
+		}
+	}
+	return oldestOf(reach)
+}
+
 // decide applies a strategy (not auto-down, which is time-driven) to a view
 // whose problem has been stable long enough.
 func decide(cfg DowningConfig, v view) decision {
@@ -136,12 +148,11 @@ func decide(cfg DowningConfig, v view) decision {
 	if slices.Contains(indirect, v.self) {
 		return decision{down: indirect, reason: "indirectly connected: " + strings.Join(indirect, ",")}
 	}
-	// Indirectly connected members are downed and counted as unreachable.
+	// The strategy judges the clean partition: indirectly connected members
+	// count on this side (this node reaches them); if this side survives,
+	// they are downed on top of the unreachable ones, as in Akka.
 	lost := map[string]bool{}
 	for _, u := range unreachable {
-		lost[u] = true
-	}
-	for _, u := range indirect {
 		lost[u] = true
 	}
 	var mine, other []MemberState

@@ -164,3 +164,32 @@ func TestGossipMerge(t *testing.T) {
 		t.Fatal("merged a nameless record")
 	}
 }
+
+func TestLeaderIsOldestReachable(t *testing.T) {
+	tests := []struct {
+		self    string
+		unreach []string
+		want    string
+	}{
+		{"n3@i", nil, "n1@i"},
+		{"n3@i", uids("n1"), "n2@i"},
+		{"n3@i", uids("n1", "n2"), "n3@i"},
+		{"n1@i", uids("n2", "n3"), "n1@i"},
+	}
+	for _, tt := range tests {
+		if got := mk(tt.self, 4, tt.unreach, nil).leader(); got != tt.want {
+			t.Errorf("self %s, unreachable %v: leader %s, want %s", tt.self, tt.unreach, got, tt.want)
+		}
+	}
+}
+
+// With an indirectly connected pair and a clean partition at once, the
+// strategy judges the clean partition with the pair on this side, and the
+// pair is downed on top.
+func TestDecideIndirectWithPartition(t *testing.T) {
+	cfg := DowningConfig{Strategy: KeepMajority, StableAfter: time.Second}
+	v := mk("n1@i", 5, uids("n5"), map[string][]string{"n2@i": uids("n3")})
+	if got, want := decide(cfg, v).down, uids("n2", "n3", "n5"); !slices.Equal(got, want) {
+		t.Fatalf("down = %v, want %v", got, want)
+	}
+}

@@ -456,6 +456,16 @@ func TestHandOverOnGracefulLeave(t *testing.T) {
 	})
 }
 
+// dumpEvents logs every node's events, to explain a failure.
+func (tc *testCluster) dumpEvents() {
+	for _, tn := range tc.nodes {
+		evs, _ := tn.n.Events().Since(0, 0)
+		for _, e := range evs {
+			tc.t.Logf("%s %s #%d %s member=%s peer=%s %s", e.Time.Format("15:04:05.000"), tn.name, e.Seq, e.Type, e.Member, e.Peer, e.Detail)
+		}
+	}
+}
+
 func hasEvent(tc *testCluster, node, typ string) bool {
 	for _, tn := range tc.nodes {
 		if tn.name != node {
@@ -564,4 +574,126 @@ func TestPartitionKeepMajority(t *testing.T) {
 	wg.Wait()
 	c.check(t)
 	assertNoOverlap(t, tc.singletonIntervals(tc.logs()))
+}
+
+// An asymmetric cut makes two members indirectly connected: n1 reaches
+// both, but packets from b to c are lost. The resolver downs both b and c
+// (as Akka's does); c, which on its own would have judged b unreachable and
+// itself on the majority side, learns from gossip that it was downed and
+// stops. The oldest keeps the only singleton throughout.
+func TestIndirectlyConnectedAreDowned(t *testing.T) {
+	tc := newTestCluster(t, 3)
+	oldest := tc.byUID(tc.agreedOldest(tc.nodes, 3))
+	var others []*testNode
+	for _, tn := range tc.nodes {
+		if tn != oldest {
+			others = append(others, tn)
+		}
+	}
+	b, c := others[0], others[1]
+	ids := newIDClient()
+	ctx, stop := context.WithCancel(context.Background())
+	wg := ids.hammer(ctx, tc)
+	// Packets from b to c are dropped (c drops them on receipt, b's
+	// connections to c fail too: streams need both directions).
+	c.n.SetFilter(peer.Rules{DropIn: []string{b.gossip}})
+	b.n.SetFilter(peer.Rules{DropOut: []string{c.gossip}})
+
+	defer func() {
+		if t.Failed() {
+			tc.dumpEvents()
+		}
+	}()
+	eventually(t, 20*time.Second, func() error {
+		for _, tn := range []*testNode{b, c} {
+			if st := tn.n.Status(); st.Self.Status != string(cluster.StatusDown) {
+				return fmt.Errorf("%s is %s, want down", tn.name, st.Self.Status)
+			}
+		}
+		st := oldest.n.Status()
+		if st.Self.Status != string(cluster.StatusUp) || len(st.Members) != 1 {
+			return fmt.Errorf("oldest %s is %s with members %v", oldest.name, st.Self.Status, st.Members)
+		}
+		return nil
+	})
+	if r := tc.runningSingletons(); len(r) != 1 || r[0] != oldest.name {
+		t.Fatalf("singleton runs on %v, want [%s]", r, oldest.name)
+	}
+	stop()
+	wg.Wait()
+	ids.check(t)
+	assertNoOverlap(t, tc.singletonIntervals(tc.logs()))
+	for _, tn := range []*testNode{b, c} {
+		if !hasEvent(tc, tn.name, events.SelfDowned) {
+			t.Errorf("%s has no self-downed event", tn.name)
+		}
+		if st := tn.n.Status(); st.Singletons[0].Running {
+			t.Errorf("downed %s still runs the singleton", tn.name)
+		}
+	}
+}
+
+func TestConfigRefusals(t *testing.T) {
+	base := func() Config {
+		return Config{Name: "x", HTTPListen: "127.0.0.1:0", Journal: unreachableJournal{}, Logger: testLogger(t)}
+	}
+	tests := []struct {
+		name   string
+		mod    func(*Config)
+		errHas string
+	}{
+		{"auto-down without the bug flag", func(c *Config) { c.Downing.Strategy = cluster.AutoDown }, "deliberate bug"},
+		{"unknown bug", func(c *Config) { c.Bugs = []string{"nope"} }, "unknown deliberate bug"},
+		{"unknown on-downed", func(c *Config) { c.OnDowned = "reboot" }, "on-downed"},
+		{"unknown strategy", func(c *Config) { c.Downing.Strategy = "lease-majority" }, "unknown strategy"},
+		{"no journal", func(c *Config) { c.Journal = nil }, "journal"},
+		{"bad listen address", func(c *Config) { c.HTTPListen = "nowhere" }, "listen"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := base()
+			tt.mod(&cfg)
+			n, err := New(cfg)
+			if err == nil && tt.name == "unknown strategy" {
+				// The strategy is checked when the member starts.
+				err = n.Run(context.Background())
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.errHas) {
+				t.Fatalf("err = %v, want one mentioning %q", err, tt.errHas)
+			}
+		})
+	}
+	// The deliberate bug, asked for explicitly, is accepted.
+	cfg := base()
+	cfg.Bugs = []string{BugAutoDown}
+	n, err := New(cfg)
+	if err != nil {
+		t.Fatalf("auto-down with --bugs auto-down refused: %v", err)
+	}
+	if n.cfg.Downing.Strategy != cluster.AutoDown {
+		t.Fatalf("strategy %q, want auto-down", n.cfg.Downing.Strategy)
+	}
+}
+
+// A member that cannot bind its gossip port fails instead of restarting
+// forever.
+func TestGossipPortTakenIsAnError(t *testing.T) {
+	tc := newTestCluster(t, 1)
+	cfg := fastConfig()
+	cfg.Name = "clash"
+	cfg.OnDowned = OnDownedRestart
+	_, port, _ := splitHostPort(tc.nodes[0].gossip)
+	cfg.GossipPort = port
+	cfg.Journal = tc.journal
+	cfg.Logger = testLogger(t)
+	n, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	err = n.Run(ctx)
+	if err == nil || ctx.Err() != nil {
+		t.Fatalf("Run = %v (ctx %v), want a bind error", err, ctx.Err())
+	}
 }

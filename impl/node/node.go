@@ -232,7 +232,7 @@ func (n *Node) Run(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		outcome := inc.run(ctx)
+		outcome, err := inc.run(ctx)
 		select {
 		case err := <-serveErr:
 			return fmt.Errorf("node: http server: %w", err)
@@ -243,6 +243,13 @@ func (n *Node) Run(ctx context.Context) error {
 			return nil
 		case outcome == outcomeLeft:
 			return nil
+		case outcome == outcomeStopped:
+			// The member could not run at all (e.g. its gossip port is
+			// taken): restarting would fail the same way.
+			if err == nil {
+				err = errors.New("node: member stopped unexpectedly")
+			}
+			return err
 		}
 		// Downed.
 		switch n.cfg.OnDowned {
@@ -274,7 +281,6 @@ type incarnation struct {
 	manager *singleton.Manager
 	proxy   *singleton.Proxy
 	mux     *http.ServeMux // internal node-to-node routes
-	left    chan struct{}
 }
 
 type runOutcome int
@@ -309,7 +315,7 @@ func (n *Node) newIncarnation() (*incarnation, error) {
 	if err != nil {
 		return nil, err
 	}
-	inc := &incarnation{node: n, cluster: cl, mux: http.NewServeMux(), left: make(chan struct{})}
+	inc := &incarnation{node: n, cluster: cl, mux: http.NewServeMux()}
 	n.events.SetIncarnation(cl.Self().Incarnation)
 	n.mu.Lock()
 	n.cur = inc
@@ -370,7 +376,7 @@ func (inc *incarnation) setupSingleton() error {
 
 // run runs the incarnation until ctx ends, it has left, or it was downed.
 // When downed, the singleton is stopped before run returns.
-func (inc *incarnation) run(ctx context.Context) runOutcome {
+func (inc *incarnation) run(ctx context.Context) (runOutcome, error) {
 	ictx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	clusterDone := make(chan error, 1)
@@ -379,41 +385,34 @@ func (inc *incarnation) run(ctx context.Context) runOutcome {
 	// The manager needs the gossip address, known once the cluster has
 	// bound its transport; the cluster is not joined (nor is anything run
 	// here) before then.
-	var mgrDone chan error
-	waitAddr := time.NewTicker(10 * time.Millisecond)
-	defer waitAddr.Stop()
-	for inc.cluster.Self().GossipAddr == "" {
-		select {
-		case err := <-clusterDone:
-			inc.node.log.Error("cluster stopped before it joined", "err", err)
-			return outcomeStopped
-		case <-waitAddr.C:
-		}
+	select {
+	case <-inc.cluster.Bound():
+	case err := <-clusterDone:
+		return outcomeStopped, err
 	}
 	if err := inc.setupSingleton(); err != nil {
-		inc.node.log.Error("cannot start the singleton manager", "err", err)
 		cancel()
 		<-clusterDone
-		return outcomeStopped
+		return outcomeStopped, err
 	}
-	mgrDone = make(chan error, 1)
+	mgrDone := make(chan error, 1)
 	go func() { mgrDone <- inc.manager.Run(ictx) }()
 
 	outcome := outcomeStopped
+	var runErr error
 	select {
 	case <-ctx.Done():
 	case <-inc.cluster.Downed():
 		outcome = outcomeDowned
-	case <-inc.left:
+	case <-inc.cluster.Left():
 		outcome = outcomeLeft
-	case err := <-clusterDone:
-		if err != nil && ctx.Err() == nil {
-			inc.node.log.Error("cluster stopped", "err", err)
-		}
-		clusterDone <- err
+	case runErr = <-clusterDone:
+		clusterDone <- runErr
 		select {
 		case <-inc.cluster.Downed():
 			outcome = outcomeDowned
+		case <-inc.cluster.Left():
+			outcome = outcomeLeft
 		default:
 		}
 	}
@@ -422,7 +421,7 @@ func (inc *incarnation) run(ctx context.Context) runOutcome {
 	<-mgrDone
 	<-clusterDone
 	inc.peers.Close()
-	return outcome
+	return outcome, runErr
 }
 
 // leave hands over and leaves gracefully. It runs in the background after
@@ -450,8 +449,5 @@ func (inc *incarnation) leave(ctx context.Context) {
 	}
 	if err := inc.cluster.FinishLeave(lctx); err != nil {
 		n.log.Warn("finish leave", "err", err)
-		return
 	}
-	n.events.Append(events.Event{Type: events.LeaveCompleted})
-	close(inc.left)
 }

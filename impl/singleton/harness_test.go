@@ -408,6 +408,18 @@ func (c *tcluster) stopNode(nd *tnode) {
 	nd.cancel = nil
 }
 
+// awaitSteady waits until every manager has seen the current view: one
+// runs the singleton, the others are younger.
+func (c *tcluster) awaitSteady() {
+	c.t.Helper()
+	for _, nd := range c.nodes {
+		eventually(c.t, 10*time.Second, func() bool {
+			st := nd.mgr.Status()
+			return (st.State == StateOldest && st.Running) || st.State == StateYounger
+		}, "%s steady", nd.name)
+	}
+}
+
 // view is a cluster view by node name; nodes missing are unknown.
 type view map[string]cluster.Status
 

@@ -216,6 +216,7 @@ func TestIDGeneratorAcrossHandOver(t *testing.T) {
 	}()
 
 	eventually(t, wait, func() bool { return count() >= 20 }, "ids from n1")
+	c.awaitSteady()
 	c.setAll(up.with("n1", cluster.StatusLeaving)) // graceful hand-over to n2
 	eventually(t, wait, func() bool { return running(n2) }, "n2 runs")
 	at := count()

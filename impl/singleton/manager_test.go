@@ -126,6 +126,7 @@ func TestGracefulHandOver(t *testing.T) {
 	c.start()
 	n1, n2, n3 := c.node("n1"), c.node("n2"), c.node("n3")
 	eventually(t, wait, func() bool { return running(n1) }, "n1 runs")
+	c.awaitSteady()
 	if closed(n1.mgr.HandedOver()) {
 		t.Fatal("HandedOver closed on a running oldest")
 	}
@@ -205,6 +206,7 @@ func TestTakeOverAfterDown(t *testing.T) {
 			c.start()
 			n1, n2 := c.node("n1"), c.node("n2")
 			eventually(t, wait, func() bool { return running(n1) }, "n1 runs")
+			c.awaitSteady()
 
 			c.setView("n1", up.with("n1", cluster.StatusDown)) // n1 learns it is downed
 			t0 := time.Now()
@@ -240,6 +242,7 @@ func TestSelfDownedStopsAtOnce(t *testing.T) {
 	c.setAll(allUp("n1"))
 	c.start()
 	eventually(t, wait, func() bool { return running(n1) }, "n1 runs")
+	c.awaitSteady()
 
 	// A request in flight and one queued behind it.
 	inFlight := make(chan error, 1)
@@ -316,6 +319,7 @@ func TestHandOverRetries(t *testing.T) {
 			c.setAll(up)
 			c.start()
 			eventually(t, wait, func() bool { return running(n1) }, "n1 runs")
+			c.awaitSteady()
 
 			// n2 cannot reach n1, and sees it leaving; n1 sees nothing.
 			n2.filter.Set(peer.Rules{DropOut: []string{n1.member.GossipAddr}})
@@ -375,6 +379,7 @@ func TestLeavingOnlyMemberWithRole(t *testing.T) {
 	c.setAll(up)
 	c.start()
 	eventually(t, wait, func() bool { return running(n2) }, "n2 (oldest worker) runs")
+	c.awaitSteady()
 	if running(n1) || running(n3) {
 		t.Fatal("a member without the role runs the singleton")
 	}
@@ -407,6 +412,7 @@ func TestTakeOverFromMe(t *testing.T) {
 	c.setAll(up)
 	c.start()
 	eventually(t, wait, func() bool { return running(n1) }, "n1 runs")
+	c.awaitSteady()
 
 	c.setView("n1", up.with("n1", cluster.StatusLeaving))
 	eventually(t, wait, func() bool { return running(n2) }, "n2 took over")

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http/httptrace"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -217,10 +218,21 @@ func (p *Proxy) attempt(ctx context.Context, snap cluster.Snapshot, target clust
 		}
 		return nil, false, fmt.Errorf("%w: %w", ErrUnknownOutcome, err)
 	}
+	// A request for which no connection was ever obtained was never
+	// written: whatever went wrong (cut by the packet filter, refused, or
+	// the deadline passed while dialing), the remote did nothing.
+	var gotConn atomic.Bool
+	tctx := httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		GotConn: func(httptrace.GotConnInfo) { gotConn.Store(true) },
+	})
 	var res json.RawMessage
-	err := p.d.Peers.Call(ctx, target.GossipAddr, target.HTTPAddr, p.path, req, &res)
+	err := p.d.Peers.Call(tctx, target.GossipAddr, target.HTTPAddr, p.path, req, &res)
 	if err == nil {
 		return res, false, nil
+	}
+	var re *peer.RemoteError
+	if !gotConn.Load() && !errors.As(err, &re) {
+		return nil, true, fmt.Errorf("%w: request never sent: %w", ErrNotRunning, err)
 	}
 	retry, out := classifyRemote(err)
 	return nil, retry, out

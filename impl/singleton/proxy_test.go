@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -259,7 +260,11 @@ func TestProxyRemoteOutcomes(t *testing.T) {
 		{
 			name: "no answer before the deadline",
 			handler: func(hit int, w http.ResponseWriter, r *http.Request) {
-				<-r.Context().Done()
+				_, _ = io.ReadAll(r.Body) // lets the server notice the client hanging up
+				select {
+				case <-r.Context().Done():
+				case <-time.After(wait):
+				}
 			},
 			timeout:  100 * time.Millisecond,
 			wantHits: 1, wantErr: ErrUnknownOutcome,
