@@ -92,7 +92,7 @@ func TestProxyForwardsToOldest(t *testing.T) {
 func TestProxyBuffersUntilSingletonRuns(t *testing.T) {
 	rec := newRecorder()
 	c := newCluster(t, 2, testConfig(), func(n string) Factory { return rec.factory(n, 0) })
-	n1, n2 := c.node("n1"), c.node("n2")
+	n2 := c.node("n2")
 	// Nobody is up yet: the oldest is unknown.
 	c.setAll(view{"n1": cluster.StatusJoining, "n2": cluster.StatusJoining})
 	c.start()
@@ -130,7 +130,6 @@ func TestProxyBuffersUntilSingletonRuns(t *testing.T) {
 	if st := p.Status(); st.Buffered != 0 || st.Dropped != 0 {
 		t.Errorf("status %+v", st)
 	}
-	_ = n1
 }
 
 // lonelyProxy is a proxy whose view has no oldest, and a way to give it one.

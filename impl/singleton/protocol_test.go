@@ -1,0 +1,159 @@
+package singleton
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/shardtest/shardtest/impl/cluster"
+	"github.com/shardtest/shardtest/impl/events"
+	"github.com/shardtest/shardtest/impl/peer"
+	"github.com/shardtest/shardtest/impl/persistence"
+)
+
+func TestErrorBody(t *testing.T) {
+	tests := []struct {
+		name    string
+		err     error
+		status  int
+		code    string
+		outcome string
+	}{
+		{"bad request", fmt.Errorf("%w: op", ErrBadRequest), 400, CodeBadRequest, peer.OutcomeFail},
+		{"not running", ErrNotRunning, 503, CodeNotRunning, peer.OutcomeFail},
+		{"fenced", fmt.Errorf("%w: %w", ErrInstanceFailed, persistence.ErrFenced), 503, CodeFailed, peer.OutcomeFail},
+		{"unavailable", fmt.Errorf("%w: journal", ErrUnavailable), 503, CodeUnavailable, peer.OutcomeFail},
+		{"unknown", fmt.Errorf("%w: journal", ErrUnknownOutcome), 503, CodeOutcomeUnknown, peer.OutcomeUnknown},
+		{"unknown timeout", fmt.Errorf("%w: %w", ErrUnknownOutcome, context.DeadlineExceeded), 504, CodeTimeout, peer.OutcomeUnknown},
+		{"bare timeout", context.DeadlineExceeded, 504, CodeTimeout, peer.OutcomeUnknown},
+		{"instance failed, outcome unclear", fmt.Errorf("%w: %w: panic", ErrInstanceFailed, ErrUnknownOutcome), 503, CodeOutcomeUnknown, peer.OutcomeUnknown},
+		{"other", errors.New("boom"), 500, CodeInstanceError, peer.OutcomeUnknown},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			status, b := errorBody(tt.err)
+			if status != tt.status || b.Code != tt.code || b.Outcome != tt.outcome || b.Error == "" {
+				t.Errorf("errorBody = %d %+v, want %d %s %s", status, b, tt.status, tt.code, tt.outcome)
+			}
+		})
+	}
+}
+
+// post sends a protocol message to nd as member from.
+func post(t *testing.T, nd *tnode, op, from string) string {
+	t.Helper()
+	var out stateBody
+	cl := peer.NewClient("gossip-test", nil)
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	if err := cl.Call(ctx, nd.member.GossipAddr, nd.member.HTTPAddr, routePrefix+"test-singleton/"+op, fromBody{From: from}, &out); err != nil {
+		t.Fatalf("%s to %s: %v", op, nd.name, err)
+	}
+	return out.State
+}
+
+func TestHandOverToMeWithoutLeaving(t *testing.T) {
+	// n2 asks n1 to hand over while nobody sees n1 leaving (views differ):
+	// n1 hands over and does not take it back before its view changes.
+	rec := newRecorder()
+	c := newCluster(t, 2, testConfig(), func(n string) Factory { return rec.factory(n, 30*time.Millisecond) })
+	n1, n2 := c.node("n1"), c.node("n2")
+	up := allUp("n1", "n2")
+	c.setAll(up)
+	c.start()
+	eventually(t, wait, func() bool { return running(n1) }, "n1 runs")
+	c.awaitSteady()
+
+	if got := post(t, n2, opHandOverToMe, n1.uid()); got != answerDone {
+		t.Fatalf("younger n2 answered %q, want done", got)
+	}
+	if got := post(t, n1, opHandOverToMe, n2.uid()); got != answerInProgress {
+		t.Fatalf("n1 answered %q, want in-progress", got)
+	}
+	eventually(t, wait, func() bool { return post(t, n1, opHandOverToMe, n2.uid()) == answerDone }, "n1 done")
+	if st := n1.mgr.Status(); st.State != StateYounger || st.Running {
+		t.Fatalf("n1 status %+v", st)
+	}
+	if closed(n1.mgr.HandedOver()) {
+		t.Error("HandedOver closed on a member that is not leaving")
+	}
+	// n1's view changes: it is leaving now; n2 becomes the oldest.
+	c.setAll(up.with("n1", cluster.StatusLeaving))
+	eventually(t, wait, func() bool { return running(n2) }, "n2 runs")
+	eventually(t, wait, func() bool { return closed(n1.mgr.HandedOver()) }, "n1 handed over")
+	if rec.count("n1", "start") != 1 {
+		t.Error("n1 took the singleton back")
+	}
+	if ov := rec.overlapErrors(); len(ov) > 0 {
+		t.Fatalf("overlapping instances: %v", ov)
+	}
+}
+
+func TestTakeOverRetriesExhausted(t *testing.T) {
+	// n1 sees itself leaving but cannot reach n2, which does not know yet:
+	// after MaxTakeOverRetries n1 stops its instance anyway.
+	rec := newRecorder()
+	cfg := testConfig()
+	cfg.MaxHandOverRetries, cfg.MaxTakeOverRetries = 6, 3
+	c := newCluster(t, 2, cfg, func(n string) Factory { return rec.factory(n, 0) })
+	n1, n2 := c.node("n1"), c.node("n2")
+	up := allUp("n1", "n2")
+	c.setAll(up)
+	c.start()
+	eventually(t, wait, func() bool { return running(n1) }, "n1 runs")
+	c.awaitSteady()
+
+	n1.filter.Set(peer.Rules{DropOut: []string{n2.member.GossipAddr}})
+	c.setView("n1", up.with("n1", cluster.StatusLeaving))
+	eventually(t, wait, func() bool { return closed(n1.mgr.HandedOver()) }, "n1 gave up and stopped")
+	if st := n1.mgr.Status(); st.State != StateEnd || st.Running {
+		t.Errorf("n1 status %+v", st)
+	}
+	if n := len(eventsOf(n1.ev, events.TakeOverFromMe)); n != cfg.MaxTakeOverRetries {
+		t.Errorf("%d TakeOverFromMe sent, want %d", n, cfg.MaxTakeOverRetries)
+	}
+	gaveUp := firstEvent(t, n1.ev, events.HandOverGaveUp, "")
+	stopped := firstEvent(t, n1.ev, events.SingletonStopped, "")
+	if gaveUp.Peer != n2.uid() || gaveUp.Seq > stopped.Seq {
+		t.Errorf("gave up %+v, stopped %+v", gaveUp, stopped)
+	}
+	// n2 learns; n1 (not running) answers done at once.
+	c.setView("n2", up.with("n1", cluster.StatusLeaving))
+	eventually(t, wait, func() bool { return running(n2) }, "n2 runs")
+	if ov := rec.overlapErrors(); len(ov) > 0 {
+		t.Fatalf("overlapping instances: %v", ov)
+	}
+}
+
+func TestBecomingOldestBacksOffOnHandOverToMe(t *testing.T) {
+	// n2 waits for n1 (leaving, unreachable) to hand over, when n3 claims
+	// to be the oldest: n2 answers done and does not start.
+	rec := newRecorder()
+	cfg := testConfig()
+	c := newCluster(t, 3, cfg, func(n string) Factory { return rec.factory(n, 0) })
+	n1, n2, n3 := c.node("n1"), c.node("n2"), c.node("n3")
+	up := allUp("n1", "n2", "n3")
+	c.setView("n2", up.with("n1", cluster.StatusLeaving))
+	n2.filter.Set(peer.Rules{DropOut: []string{n1.member.GossipAddr}})
+	c.startNode(n2)
+	eventually(t, wait, func() bool { return n2.mgr.Status().State == StateBecomingOldest }, "n2 becoming oldest")
+	if got := post(t, n2, opHandOverToMe, n3.uid()); got != answerDone {
+		t.Fatalf("n2 answered %q", got)
+	}
+	if st := n2.mgr.Status(); st.State != StateYounger {
+		t.Fatalf("n2 status %+v", st)
+	}
+	// The view changes: n1 is gone; n2 asks n3 (whose manager is not
+	// running here, so no answer) rather than starting at once.
+	c.setView("n2", up.with("n1", cluster.StatusRemoved))
+	eventually(t, wait, func() bool {
+		st := n2.mgr.Status()
+		return st.State == StateBecomingOldest && st.Partner == n3.uid()
+	}, "n2 asks n3 to hand over")
+	if running(n2) {
+		t.Fatal("n2 started without n3's hand-over")
+	}
+}
