@@ -147,6 +147,10 @@ type Cluster struct {
 	stableSince   time.Time
 	unstableSince time.Time
 	pushing       map[string]bool
+	// pushes tracks state pushes in flight; Run waits for them before it
+	// shuts memberlist down.
+	pushes   sync.WaitGroup
+	stopping bool // no new pushes once set (under mu)
 
 	bound      chan struct{} // closed once the gossip transport is bound
 	downed     chan struct{}
@@ -270,6 +274,12 @@ func (c *Cluster) Run(ctx context.Context) error {
 		return err
 	}
 	defer c.shutdownMemberlist()
+	defer func() {
+		c.mu.Lock()
+		c.stopping = true
+		c.mu.Unlock()
+		c.pushes.Wait()
+	}()
 	if err := c.join(ctx); err != nil {
 		return err
 	}
@@ -737,7 +747,7 @@ func (c *Cluster) onMessage(buf []byte) {
 		differ := c.joined && hb.Digest != c.state.digest()
 		c.mu.Unlock()
 		if differ && hb.Addr != "" {
-			go c.pushTo(context.Background(), hb.Addr)
+			c.goPush(context.Background(), hb.Addr, nil)
 		}
 	case msgState:
 		var recs []*record
@@ -768,12 +778,32 @@ func (c *Cluster) pushState(ctx context.Context, wait bool) {
 	c.mu.Unlock()
 	var wg sync.WaitGroup
 	for _, a := range addrs {
-		wg.Add(1)
-		go func() { defer wg.Done(); c.pushTo(ctx, a) }()
+		c.goPush(ctx, a, &wg)
 	}
 	if wait {
 		wg.Wait()
 	}
+}
+
+// goPush runs pushTo in a goroutine Run waits for; wg, if not nil, is
+// also told when it is done.
+func (c *Cluster) goPush(ctx context.Context, addr string, wg *sync.WaitGroup) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.stopping {
+		return
+	}
+	c.pushes.Add(1)
+	if wg != nil {
+		wg.Add(1)
+	}
+	go func() {
+		defer c.pushes.Done()
+		if wg != nil {
+			defer wg.Done()
+		}
+		c.pushTo(ctx, addr)
+	}()
 }
 
 // pushTo sends the full state to one address over a stream, at most one

@@ -206,6 +206,10 @@ func FuzzNodeRequest(f *testing.F) {
 		if i := strings.IndexByte(path, '?'); i >= 0 {
 			req.URL.Path, req.URL.RawQuery = path[:i], path[i+1:]
 		}
+		// Long polls (wait_ms) end with the request's context.
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		defer cancel()
+		req = req.WithContext(ctx)
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, req)
 		if rec.Code >= 500 && rec.Code != http.StatusServiceUnavailable {
