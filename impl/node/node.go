@@ -157,6 +157,9 @@ func (c *Config) validate() error {
 	if c.Journal == nil && c.JournalURL == "" {
 		return errors.New("node: a journal address is required")
 	}
+	if err := c.Downing.Validate(); err != nil {
+		return fmt.Errorf("node: %w", err)
+	}
 	return nil
 }
 
