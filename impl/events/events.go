@@ -40,6 +40,21 @@ const (
 	LeaveCompleted      = "leave-completed"
 	NodeStopped         = "node-stopped"
 	IncarnationReplaced = "incarnation-replaced"
+
+	// Sharding. Shard and Entity fields name what they are about.
+	EntityStarted      = "entity-started"
+	EntityStopped      = "entity-stopped"
+	EntityPassivated   = "entity-passivated"
+	ShardStarted       = "shard-started" // a region began hosting a shard
+	ShardAllocated     = "shard-allocated"
+	ShardHandOffBegun  = "shard-hand-off-begun"
+	ShardStopped       = "shard-stopped" // every entity of the shard stopped here
+	ShardRebalanced    = "shard-rebalanced"
+	RegionRegistered   = "region-registered"
+	RegionTerminated   = "region-terminated"
+	BufferDropped      = "buffer-dropped"
+	CoordinatorStarted = "coordinator-started"
+	CoordinatorStopped = "coordinator-stopped"
 )
 
 // Event is one entry of the log.
@@ -59,7 +74,13 @@ type Event struct {
 	Peer string `json:"peer,omitempty"`
 	// Singleton names the singleton an event is about, if any.
 	Singleton string `json:"singleton,omitempty"`
-	Detail    string `json:"detail,omitempty"`
+	// Type of entity, Shard and Entity (id) for sharding events; Entity
+	// incarnation in EntityIncarnation.
+	EntityType        string `json:"entity_type,omitempty"`
+	Shard             string `json:"shard,omitempty"`
+	Entity            string `json:"entity,omitempty"`
+	EntityIncarnation string `json:"entity_incarnation,omitempty"`
+	Detail            string `json:"detail,omitempty"`
 }
 
 // Log is a bounded, concurrency-safe event log. Readers poll it with Since.
