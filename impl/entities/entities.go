@@ -1,0 +1,144 @@
+// Package entities holds the entity types the node protocol offers to test
+// workloads: a register (read, write, compare-and-set) and an append-only
+// log. Both are persistent: every change is an event appended to the journal
+// (persistence id "entity/<type>/<id>") before the reply, and a starting
+// incarnation fences the id and replays its events before it handles its
+// first message. Two incarnations of one entity can therefore never both
+// persist: the older one's next append is refused, and it stops.
+package entities
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/shardtest/shardtest/impl/persistence"
+	"github.com/shardtest/shardtest/impl/sharding"
+)
+
+// Entity type names.
+const (
+	RegisterType = "register"
+	LogType      = "log"
+)
+
+// Errors an entity returns.
+var (
+	// ErrBadRequest: unknown op or malformed payload; nothing happened.
+	ErrBadRequest = errors.New("entity: bad request")
+	// ErrStale: a newer incarnation holds the entity; this one wrote
+	// nothing and must stop (it wraps sharding.ErrEntityFailed).
+	ErrStale = fmt.Errorf("entity: stale incarnation: %w", sharding.ErrEntityFailed)
+	// ErrUnknown: the journal did not answer; the change may or may not
+	// have been persisted.
+	ErrUnknown = errors.New("entity: outcome unknown (journal did not answer)")
+)
+
+// IsDefinite reports whether an entity error certainly had no effect.
+func IsDefinite(err error) bool {
+	return errors.Is(err, ErrBadRequest) || errors.Is(err, ErrStale) || errors.Is(err, ErrUnknownBeforeWrite)
+}
+
+// Options switch deliberate bugs on; the zero value is correct.
+type Options struct {
+	// SkipReplay is a DELIBERATE BUG: a starting incarnation does not
+	// replay its events, so it serves stale (empty) state — the checkers'
+	// linearizability test must catch it. It still fences, so its writes
+	// land after the old ones.
+	SkipReplay bool
+}
+
+// journaled is the persistence both entity types share: a fenced writer
+// on one persistence id.
+type journaled struct {
+	j     persistence.Journal
+	pid   string
+	epoch uint64
+	seq   int64
+	// resync: the last append's outcome is unknown; re-read before the
+	// next write (under our epoch nobody else can have written).
+	resync bool
+	apply  func(data []byte) error
+}
+
+func (p *journaled) recover(ctx context.Context, opts Options) error {
+	epoch, highest, err := p.j.Fence(ctx, p.pid)
+	if err != nil {
+		return fmt.Errorf("fence %s: %w", p.pid, err)
+	}
+	p.epoch = epoch
+	if opts.SkipReplay {
+		p.seq = highest
+		return nil
+	}
+	return p.replayFrom(ctx, 1)
+}
+
+func (p *journaled) replayFrom(ctx context.Context, from int64) error {
+	evs, err := p.j.Replay(ctx, p.pid, from, 0)
+	if err != nil {
+		return fmt.Errorf("replay %s: %w", p.pid, err)
+	}
+	for _, e := range evs {
+		if e.Seq != p.seq+1 {
+			return fmt.Errorf("replay %s: gap at seq %d after %d", p.pid, e.Seq, p.seq)
+		}
+		if err := p.apply(e.Data); err != nil {
+			return fmt.Errorf("replay %s seq %d: %w", p.pid, e.Seq, err)
+		}
+		p.seq = e.Seq
+	}
+	return nil
+}
+
+// sync brings the state up to date after an append whose outcome was
+// unknown: every op, reads included, must see that write if it happened.
+func (p *journaled) sync(ctx context.Context) error {
+	if !p.resync {
+		return nil
+	}
+	if err := p.replayFrom(ctx, p.seq+1); err != nil {
+		return fmt.Errorf("%w: %v", ErrUnknownBeforeWrite, err)
+	}
+	p.resync = false
+	return nil
+}
+
+// persist appends one event; the caller applies it only on success. The
+// caller has synced first.
+func (p *journaled) persist(ctx context.Context, event any) error {
+	data, err := json.Marshal(event)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrBadRequest, err)
+	}
+	last, err := p.j.Append(ctx, p.pid, p.seq, p.epoch, [][]byte{data})
+	switch {
+	case err == nil:
+		p.seq = last
+		return nil
+	case errors.Is(err, persistence.ErrFenced), errors.Is(err, persistence.ErrSeqConflict):
+		return ErrStale
+	case persistence.IsDefinite(err):
+		return fmt.Errorf("%w: %v", ErrBadRequest, err)
+	default:
+		p.resync = true
+		return fmt.Errorf("%w: %v", ErrUnknown, err)
+	}
+}
+
+// ErrUnknownBeforeWrite: the journal could not be read before an op, so
+// the op did nothing: a definite failure.
+var ErrUnknownBeforeWrite = errors.New("entity: journal unavailable; nothing written")
+
+func decode(payload json.RawMessage, v any) error {
+	if len(payload) == 0 {
+		return nil
+	}
+	if err := json.Unmarshal(payload, v); err != nil {
+		return fmt.Errorf("%w: %v", ErrBadRequest, err)
+	}
+	return nil
+}
+
+func pid(typ string, ec sharding.EntityContext) string { return "entity/" + typ + "/" + ec.EntityID }

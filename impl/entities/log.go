@@ -1,0 +1,83 @@
+package entities
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/shardtest/shardtest/impl/sharding"
+)
+
+// Log ops and their payloads. An entry names its client and the client's
+// own sequence number, so checkers can see order, loss and duplicates.
+//
+//	append {"client": c, "seq": n} → {"length": len}
+//	read   {}                      → {"entries": [{"client","seq"}...]}
+type LogEntry struct {
+	Client string `json:"client"`
+	Seq    int64  `json:"seq"`
+}
+
+type logReply struct {
+	Length  *int       `json:"length,omitempty"`
+	Entries []LogEntry `json:"entries,omitempty"`
+}
+
+type appendLog struct {
+	journaled
+	entries []LogEntry
+}
+
+// NewLog returns the factory of append-log entities.
+func NewLog(opts Options) sharding.EntityFactory {
+	return func(ctx context.Context, ec sharding.EntityContext) (sharding.Entity, error) {
+		l := &appendLog{}
+		l.journaled = journaled{j: ec.Journal, pid: pid(LogType, ec), apply: l.apply}
+		if err := l.recover(ctx, opts); err != nil {
+			return nil, err
+		}
+		return l, nil
+	}
+}
+
+func (l *appendLog) apply(data []byte) error {
+	var e LogEntry
+	if err := json.Unmarshal(data, &e); err != nil {
+		return err
+	}
+	l.entries = append(l.entries, e)
+	return nil
+}
+
+func (l *appendLog) Handle(ctx context.Context, msg sharding.Message) (json.RawMessage, error) {
+	if err := l.sync(ctx); err != nil {
+		return nil, err
+	}
+	switch msg.Op {
+	case "append":
+		var e LogEntry
+		if err := decode(msg.Payload, &e); err != nil {
+			return nil, err
+		}
+		if e.Client == "" {
+			return nil, fmt.Errorf("%w: append needs a client", ErrBadRequest)
+		}
+		if err := l.persist(ctx, e); err != nil {
+			return nil, err
+		}
+		l.entries = append(l.entries, e)
+		n := len(l.entries)
+		return json.Marshal(logReply{Length: &n})
+	case "read":
+		entries := l.entries
+		if entries == nil {
+			entries = []LogEntry{}
+		}
+		return json.Marshal(struct {
+			Entries []LogEntry `json:"entries"`
+		}{entries})
+	}
+	return nil, fmt.Errorf("%w: unknown log op %q (append, read)", ErrBadRequest, msg.Op)
+}
+
+func (l *appendLog) Stop(context.Context) error { return nil }

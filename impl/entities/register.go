@@ -1,0 +1,102 @@
+package entities
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/shardtest/shardtest/impl/sharding"
+)
+
+// Register ops and their payloads.
+//
+//	read  {}                              → {"value": v | null}
+//	write {"value": v}                    → {"value": v}
+//	cas   {"expect": e | null, "value": v} → {"ok": bool, "value": current}
+type registerOp struct {
+	Value  *int64 `json:"value"`
+	Expect *int64 `json:"expect"`
+}
+
+type registerEvent struct {
+	Value int64 `json:"v"`
+}
+
+type registerReply struct {
+	OK    *bool  `json:"ok,omitempty"`
+	Value *int64 `json:"value"`
+}
+
+type register struct {
+	journaled
+	value *int64
+}
+
+// NewRegister returns the factory of register entities.
+func NewRegister(opts Options) sharding.EntityFactory {
+	return func(ctx context.Context, ec sharding.EntityContext) (sharding.Entity, error) {
+		r := &register{}
+		r.journaled = journaled{j: ec.Journal, pid: pid(RegisterType, ec), apply: r.apply}
+		if err := r.recover(ctx, opts); err != nil {
+			return nil, err
+		}
+		return r, nil
+	}
+}
+
+func (r *register) apply(data []byte) error {
+	var e registerEvent
+	if err := json.Unmarshal(data, &e); err != nil {
+		return err
+	}
+	v := e.Value
+	r.value = &v
+	return nil
+}
+
+func (r *register) Handle(ctx context.Context, msg sharding.Message) (json.RawMessage, error) {
+	if err := r.sync(ctx); err != nil {
+		return nil, err
+	}
+	var op registerOp
+	if err := decode(msg.Payload, &op); err != nil {
+		return nil, err
+	}
+	switch msg.Op {
+	case "read":
+		return json.Marshal(registerReply{Value: r.value})
+	case "write":
+		if op.Value == nil {
+			return nil, fmt.Errorf("%w: write needs a value", ErrBadRequest)
+		}
+		if err := r.persist(ctx, registerEvent{Value: *op.Value}); err != nil {
+			return nil, err
+		}
+		r.value = op.Value
+		return json.Marshal(registerReply{Value: r.value})
+	case "cas":
+		if op.Value == nil {
+			return nil, fmt.Errorf("%w: cas needs a value", ErrBadRequest)
+		}
+		if !sameValue(r.value, op.Expect) {
+			f := false
+			return json.Marshal(registerReply{OK: &f, Value: r.value})
+		}
+		if err := r.persist(ctx, registerEvent{Value: *op.Value}); err != nil {
+			return nil, err
+		}
+		r.value = op.Value
+		t := true
+		return json.Marshal(registerReply{OK: &t, Value: r.value})
+	}
+	return nil, fmt.Errorf("%w: unknown register op %q (read, write, cas)", ErrBadRequest, msg.Op)
+}
+
+func sameValue(a, b *int64) bool {
+	if a == nil || b == nil {
+		return a == nil && b == nil
+	}
+	return *a == *b
+}
+
+func (r *register) Stop(context.Context) error { return nil }
