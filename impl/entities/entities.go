@@ -26,10 +26,10 @@ const (
 // Errors an entity returns.
 var (
 	// ErrBadRequest: unknown op or malformed payload; nothing happened.
-	ErrBadRequest = errors.New("entity: bad request")
+	ErrBadRequest = sharding.Reject(CodeBadRequest, errors.New("entity: bad request"))
 	// ErrStale: a newer incarnation holds the entity; this one wrote
 	// nothing and must stop (it wraps sharding.ErrEntityFailed).
-	ErrStale = fmt.Errorf("entity: stale incarnation: %w", sharding.ErrEntityFailed)
+	ErrStale = sharding.Reject(CodeStale, fmt.Errorf("entity: stale incarnation: %w", sharding.ErrEntityFailed))
 	// ErrUnknown: the journal did not answer; the change may or may not
 	// have been persisted.
 	ErrUnknown = errors.New("entity: outcome unknown (journal did not answer)")
@@ -129,7 +129,14 @@ func (p *journaled) persist(ctx context.Context, event any) error {
 
 // ErrUnknownBeforeWrite: the journal could not be read before an op, so
 // the op did nothing: a definite failure.
-var ErrUnknownBeforeWrite = errors.New("entity: journal unavailable; nothing written")
+var ErrUnknownBeforeWrite = sharding.Reject(CodeJournalUnavailable, errors.New("entity: journal unavailable; nothing done"))
+
+// Rejection codes (sharding.Rejection.Code), as the node protocol shows them.
+const (
+	CodeBadRequest         = "bad-request"
+	CodeStale              = "entity-stale"
+	CodeJournalUnavailable = "journal-unavailable"
+)
 
 func decode(payload json.RawMessage, v any) error {
 	if len(payload) == 0 {

@@ -1,9 +1,12 @@
 package node
 
 import (
+	"encoding/json"
+
 	"github.com/shardtest/shardtest/impl/cluster"
 	"github.com/shardtest/shardtest/impl/events"
 	"github.com/shardtest/shardtest/impl/peer"
+	"github.com/shardtest/shardtest/impl/sharding"
 	"github.com/shardtest/shardtest/impl/singleton"
 )
 
@@ -70,6 +73,19 @@ type StatusReply struct {
 	Incarnations int `json:"incarnations"`
 	// LastEventSeq is the newest event's sequence number.
 	LastEventSeq uint64 `json:"last_event_seq"`
+	// Sharding is one entry per entity type.
+	Sharding []ShardingInfo `json:"sharding"`
+}
+
+// ShardingInfo is one entity type's state on this node: its region, and,
+// on the member running the type's coordinator, the allocation table.
+type ShardingInfo struct {
+	Type   string                `json:"type"`
+	Region sharding.RegionStatus `json:"region"`
+	// CoordinatorRunning: this member runs the type's coordinator.
+	CoordinatorRunning bool `json:"coordinator_running"`
+	// Allocations is the coordinator's table (only where it runs).
+	Allocations *sharding.CoordinatorState `json:"allocations,omitempty"`
 }
 
 // SingletonInfo is one singleton's state on this node.
@@ -151,4 +167,31 @@ type CapabilitiesReply struct {
 // Capabilities of the reference node.
 func referenceCapabilities() []string {
 	return []string{"membership", "singleton", "events", "clock", "filter", "leave"}
+}
+
+// EntityRequest is POST /v1/entity: one message to one entity, routed
+// through this node's region.
+type EntityRequest struct {
+	// Type is the entity type: "register" or "log".
+	Type string `json:"type"`
+	// ID is the entity id (1–256 bytes).
+	ID string `json:"id"`
+	// Op and Payload are the entity's operation (see docs/protocol.md).
+	Op      string          `json:"op"`
+	Payload json.RawMessage `json:"payload,omitempty"`
+	// Sender names the client, for ordering and de-duplication.
+	Sender string `json:"sender,omitempty"`
+}
+
+// EntityReply is the answer to POST /v1/entity.
+type EntityReply struct {
+	ServedBy ServedBy `json:"served_by"`
+	Type     string   `json:"type"`
+	ID       string   `json:"id"`
+	Shard    string   `json:"shard"`
+	// Node is the uid of the member that hosts the entity.
+	Node string `json:"node"`
+	// EntityIncarnation is unique per entity start, cluster-wide.
+	EntityIncarnation string          `json:"entity_incarnation"`
+	Result            json.RawMessage `json:"result"`
 }

@@ -108,6 +108,11 @@ func fastConfig() Config {
 		LeaveTimeout:      10 * time.Second,
 		OnDowned:          OnDownedStay,
 		RestartDelay:      300 * time.Millisecond,
+
+		NumberOfShards:     20,
+		RebalanceInterval:  500 * time.Millisecond,
+		HandOffTimeout:     2 * time.Second,
+		ShardRetryInterval: 100 * time.Millisecond,
 	}
 }
 

@@ -43,6 +43,7 @@ func (n *Node) handler() http.Handler {
 		"/v1/events":            {http.MethodGet, n.handleEvents},
 		"/v1/singleton/next-id": {http.MethodPost, n.handleNextID},
 		"/v1/admin/leave":       {http.MethodPost, n.handleLeave},
+		"/v1/entity":            {http.MethodPost, n.handleEntity},
 	}
 	both := map[string]func(w http.ResponseWriter, r *http.Request){
 		"/v1/admin/clock":  n.handleClock,
@@ -169,6 +170,7 @@ func (n *Node) Status() StatusReply {
 		Gone:        []MemberInfo{},
 		Unreachable: []string{},
 		Singletons:  []SingletonInfo{},
+		Sharding:    []ShardingInfo{},
 		Clock:       n.clockReply(),
 		Filter:      n.filter.Rules(),
 		Downing: DowningInfo{
@@ -213,6 +215,7 @@ func (n *Node) Status() StatusReply {
 		}
 		st.Singletons = append(st.Singletons, si)
 	}
+	st.Sharding = n.shardingStatus(inc)
 	return st
 }
 

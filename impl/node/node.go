@@ -44,11 +44,16 @@ const (
 	// BugSingletonNoFencing lets the ID generator write without a fencing
 	// epoch and trust its cached counter: duplicate ids after a split.
 	BugSingletonNoFencing = "singleton-no-fencing"
+	// BugEntitySkipReplay starts persistent entities without replaying
+	// their events: they serve stale (empty) state.
+	BugEntitySkipReplay = "entity-skip-replay"
 )
 
 // KnownBugs lists the deliberate bugs, for flags and the capabilities
 // endpoint.
-func KnownBugs() []string { return []string{BugAutoDown, BugSingletonNoFencing} }
+func KnownBugs() []string {
+	return []string{BugAutoDown, BugSingletonNoFencing, BugEntitySkipReplay}
+}
 
 // IDGeneratorName is the test singleton's name.
 const IDGeneratorName = "id-generator"
@@ -87,6 +92,20 @@ type Config struct {
 	MaxTakeOverRetries int
 	DownRemovalMargin  time.Duration
 	ProxyBufferSize    int
+	// Sharding (see sharding.Settings; zero values take its defaults).
+	// ShardingRole: only members with it host shards. ProxyOnly: this
+	// member hosts nothing and delegates everything.
+	ShardingRole             string
+	ProxyOnly                bool
+	NumberOfShards           int
+	ShardBufferSize          int
+	HandOffTimeout           time.Duration
+	RebalanceInterval        time.Duration
+	RebalanceThreshold       int
+	MaxSimultaneousRebalance int
+	PassivateIdleAfter       time.Duration
+	ShardRetryInterval       time.Duration
+
 	// RequestTimeout bounds a client request inside the node (default 10s).
 	RequestTimeout time.Duration
 	LeaveTimeout   time.Duration
@@ -283,6 +302,7 @@ type incarnation struct {
 	peers   *peer.Client
 	manager *singleton.Manager
 	proxy   *singleton.Proxy
+	types   []*entityType
 	mux     *http.ServeMux // internal node-to-node routes
 }
 
@@ -398,8 +418,14 @@ func (inc *incarnation) run(ctx context.Context) (runOutcome, error) {
 		<-clusterDone
 		return outcomeStopped, err
 	}
+	if err := inc.setupSharding(); err != nil {
+		cancel()
+		<-clusterDone
+		return outcomeStopped, err
+	}
 	mgrDone := make(chan error, 1)
 	go func() { mgrDone <- inc.manager.Run(ictx) }()
+	shardingDone := inc.runSharding(ictx)
 
 	outcome := outcomeStopped
 	var runErr error
@@ -419,33 +445,50 @@ func (inc *incarnation) run(ctx context.Context) (runOutcome, error) {
 		default:
 		}
 	}
-	// Stop the singleton first (at once if downed), then the cluster.
+	// Stop the singletons and every entity first (at once if downed), then
+	// the cluster.
 	cancel()
 	<-mgrDone
+	<-shardingDone
 	<-clusterDone
 	inc.peers.Close()
 	return outcome, runErr
 }
 
 // leave hands over and leaves gracefully. It runs in the background after
-// the admin API accepted the request.
+// the admin API accepted the request. Shards are handed off first, while
+// this member is still Up (so the coordinator, possibly here, is stable);
+// then the member becomes Leaving and its singletons, coordinators
+// included, hand over.
 func (inc *incarnation) leave(ctx context.Context) {
 	n := inc.node
 	n.events.Append(events.Event{Type: events.LeaveStarted})
+	lctx, cancel := context.WithTimeout(ctx, n.cfg.LeaveTimeout)
+	defer cancel()
+	n.mu.Lock()
+	types := inc.types
+	mgrs := []*singleton.Manager{inc.manager}
+	for _, t := range types {
+		mgrs = append(mgrs, t.coord)
+	}
+	n.mu.Unlock()
+	for _, t := range types {
+		if err := t.region.Leave(lctx); err != nil {
+			n.log.Warn("shards not all handed off before leaving", "type", t.name, "err", err)
+		}
+	}
 	if err := inc.cluster.BeginLeave(); err != nil {
 		n.log.Warn("leave refused", "err", err)
 		return
 	}
-	lctx, cancel := context.WithTimeout(ctx, n.cfg.LeaveTimeout)
-	defer cancel()
-	n.mu.Lock()
-	mgr := inc.manager
-	n.mu.Unlock()
-	if mgr != nil {
+	for _, mgr := range mgrs {
+		if mgr == nil {
+			continue
+		}
 		select {
 		case <-mgr.HandedOver():
 		case <-lctx.Done():
-			n.log.Warn("hand-over did not finish before the leave timeout; leaving anyway")
+			n.log.Warn("hand-over did not finish before the leave timeout; leaving anyway", "singleton", mgr.Name())
 		case <-inc.cluster.Downed():
 			return
 		}

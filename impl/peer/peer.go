@@ -122,6 +122,9 @@ type ErrorBody struct {
 	Code string `json:"code"`
 	// Outcome is "fail" (definitely had no effect) or "unknown".
 	Outcome string `json:"outcome"`
+	// Reason refines Code where the receiver passes on a refusal it got
+	// from further in (an entity's rejection code).
+	Reason string `json:"reason,omitempty"`
 }
 
 // Outcomes of a failed request.

@@ -16,9 +16,11 @@ type LeastShardAllocation struct {
 	MaxSimultaneousRebalance int
 }
 
-// NewLeastShardAllocation returns the strategy with its two knobs.
+// NewLeastShardAllocation returns the strategy with its two knobs. A
+// threshold below 2 is raised to 2: moving one shard between regions that
+// differ by one only swaps their loads, and would do so on every tick.
 func NewLeastShardAllocation(threshold, maxSimultaneous int) *LeastShardAllocation {
-	return &LeastShardAllocation{RebalanceThreshold: max(threshold, 1), MaxSimultaneousRebalance: max(maxSimultaneous, 1)}
+	return &LeastShardAllocation{RebalanceThreshold: max(threshold, 2), MaxSimultaneousRebalance: max(maxSimultaneous, 1)}
 }
 
 // ErrNoRegion: no region is registered to host shards.

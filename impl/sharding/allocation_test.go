@@ -53,6 +53,7 @@ func TestLeastShardRebalance(t *testing.T) {
 		{"capped by max simultaneous", 1, 2, map[string][]string{"a": shards(0, 10), "b": nil}, nil, 2, "a"},
 		{"in progress uses the budget", 1, 2, map[string][]string{"a": shards(0, 10), "b": nil}, map[string]bool{"0": true}, 1, "a"},
 		{"single region", 1, 3, map[string][]string{"a": shards(0, 10)}, nil, 0, ""},
+		{"no ping-pong at a difference of one", 1, 3, map[string][]string{"a": shards(0, 7), "b": shards(7, 7), "c": shards(14, 6)}, nil, 0, ""},
 		{"moves only what evens out", 1, 10, map[string][]string{"a": shards(0, 4), "b": nil}, nil, 2, "a"},
 	}
 	for _, tt := range tests {

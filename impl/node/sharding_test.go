@@ -1,0 +1,316 @@
+package node
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/shardtest/shardtest/impl/events"
+)
+
+// entityCall sends one entity operation to a node over HTTP.
+func entityCall(addr string, req EntityRequest) (EntityReply, int, error) {
+	body, _ := json.Marshal(req)
+	res, err := http.Post("http://"+addr+"/v1/entity", "application/json", bytes.NewReader(body))
+	if err != nil {
+		return EntityReply{}, 0, err
+	}
+	defer res.Body.Close()
+	data, _ := io.ReadAll(res.Body)
+	if res.StatusCode != http.StatusOK {
+		return EntityReply{}, res.StatusCode, fmt.Errorf("%d: %s", res.StatusCode, data)
+	}
+	var r EntityReply
+	return r, res.StatusCode, json.Unmarshal(data, &r)
+}
+
+func write(addr, id string, v int) (EntityReply, error) {
+	r, _, err := entityCall(addr, EntityRequest{Type: "register", ID: id, Op: "write", Payload: json.RawMessage(fmt.Sprintf(`{"value":%d}`, v))})
+	return r, err
+}
+
+func read(addr, id string) (int, EntityReply, error) {
+	r, _, err := entityCall(addr, EntityRequest{Type: "register", ID: id, Op: "read"})
+	if err != nil {
+		return 0, r, err
+	}
+	var v struct{ Value *int }
+	if err := json.Unmarshal(r.Result, &v); err != nil || v.Value == nil {
+		return 0, r, fmt.Errorf("read %s: result %s", id, r.Result)
+	}
+	return *v.Value, r, nil
+}
+
+// shardHomes returns shard → hosting node name for a type, from every
+// node's region status.
+func (tc *testCluster) shardHomes(typ string) map[string][]string {
+	homes := map[string][]string{}
+	for _, tn := range tc.nodes {
+		select {
+		case <-tn.done:
+			continue
+		default:
+		}
+		for _, si := range tn.n.Status().Sharding {
+			if si.Type != typ {
+				continue
+			}
+			for _, sh := range si.Region.Shards {
+				homes[sh.ID] = append(homes[sh.ID], tn.name)
+			}
+		}
+	}
+	return homes
+}
+
+func TestEntityRoutingFromEveryNode(t *testing.T) {
+	tc := newTestCluster(t, 3, func(c *Config) {
+		if c.Name == "n3" {
+			c.ProxyOnly = true
+		}
+	})
+	tc.agreedOldest(tc.nodes, 3)
+	const ids = 60
+	incarnations := map[string]string{}
+	for i := range ids {
+		id := fmt.Sprintf("k%d", i)
+		for j, tn := range tc.nodes {
+			if _, err := write(tn.n.Addr(), id, i*10+j); err != nil {
+				t.Fatalf("write %s via %s: %v", id, tn.name, err)
+			}
+			v, r, err := read(tc.nodes[(j+1)%3].n.Addr(), id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if v != i*10+j {
+				t.Fatalf("read %s = %d after writing %d", id, v, i*10+j)
+			}
+			if prev, ok := incarnations[id]; ok && prev != r.EntityIncarnation {
+				t.Fatalf("%s answered by %s and %s", id, prev, r.EntityIncarnation)
+			}
+			incarnations[id] = r.EntityIncarnation
+			if r.Shard == "" || r.Node == "" || r.ServedBy.Node != tc.nodes[(j+1)%3].name {
+				t.Fatalf("reply does not say where it was served: %+v", r)
+			}
+		}
+	}
+	// The proxy-only node hosts nothing; each shard lives in one region.
+	for shard, on := range tc.shardHomes("register") {
+		if len(on) != 1 || on[0] == "n3" {
+			t.Fatalf("shard %s hosted on %v", shard, on)
+		}
+	}
+}
+
+// entityLifetimes reads start/stop events per entity id, across nodes.
+type lifetime struct {
+	node, inc  string
+	start, end time.Time
+}
+
+func (tc *testCluster) entityLifetimes(typ string) map[string][]lifetime {
+	out := map[string][]lifetime{}
+	for _, tn := range tc.nodes {
+		evs, _ := tn.n.Events().Since(0, 0)
+		open := map[string]*lifetime{}
+		for _, e := range evs {
+			if e.EntityType != typ {
+				continue
+			}
+			switch e.Type {
+			case events.EntityStarted:
+				open[e.EntityIncarnation] = &lifetime{node: tn.name, inc: e.EntityIncarnation, start: e.Time}
+			case events.EntityStopped:
+				if l := open[e.EntityIncarnation]; l != nil {
+					l.end = e.Time
+					out[e.Entity] = append(out[e.Entity], *l)
+					delete(open, e.EntityIncarnation)
+				}
+			}
+		}
+		for _, l := range open {
+			id := ""
+			for _, e := range evs {
+				if e.EntityIncarnation == l.inc {
+					id = e.Entity
+				}
+			}
+			out[id] = append(out[id], *l)
+		}
+	}
+	return out
+}
+
+func assertNoEntityOverlap(t testing.TB, lives map[string][]lifetime) {
+	t.Helper()
+	for id, ls := range lives {
+		sort.Slice(ls, func(i, j int) bool { return ls[i].start.Before(ls[j].start) })
+		for i := 1; i < len(ls); i++ {
+			if ls[i-1].end.IsZero() || ls[i].start.Before(ls[i-1].end) {
+				t.Fatalf("entity %s alive twice: %+v and %+v", id, ls[i-1], ls[i])
+			}
+		}
+	}
+}
+
+func TestShardsMoveToJoiningNode(t *testing.T) {
+	tc := newTestCluster(t, 3)
+	// Only two nodes at first: stop n3 before traffic (it is re-added
+	// later as a new member).
+	tc.crash(tc.nodes[2])
+	eventually(t, 20*time.Second, func() error {
+		if len(tc.nodes[0].n.Status().Members) != 2 {
+			return fmt.Errorf("n3 not gone yet")
+		}
+		return nil
+	})
+	var mu sync.Mutex
+	last := map[string]int{}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				id := fmt.Sprintf("e%d", (i*4+w)%40)
+				if _, err := write(tc.nodes[w%2].n.Addr(), id, i); err == nil {
+					mu.Lock()
+					last[id] = i
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	time.Sleep(time.Second)
+	tc.start("n3", 2)
+	tc.waitReady(tc.nodes[2])
+	eventually(t, 30*time.Second, func() error {
+		n := 0
+		for _, on := range tc.shardHomes("register") {
+			if len(on) == 1 && on[0] == "n3" {
+				n++
+			}
+		}
+		if n < 2 {
+			return fmt.Errorf("%d shards on the new node", n)
+		}
+		return nil
+	})
+	close(stop)
+	wg.Wait()
+	// Every entity holds its last acknowledged write; no entity lived on two
+	// nodes at once.
+	for id, v := range last {
+		got, _, err := read(tc.nodes[2].n.Addr(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != v {
+			t.Fatalf("%s = %d, want the last acknowledged write %d", id, got, v)
+		}
+	}
+	assertNoEntityOverlap(t, tc.entityLifetimes("register"))
+	for shard, on := range tc.shardHomes("register") {
+		if len(on) != 1 {
+			t.Fatalf("shard %s hosted on %v", shard, on)
+		}
+	}
+}
+
+func TestCoordinatorNodeCrash(t *testing.T) {
+	tc := newTestCluster(t, 3)
+	oldest := tc.byUID(tc.agreedOldest(tc.nodes, 3))
+	for i := range 40 {
+		if _, err := write(tc.nodes[i%3].n.Addr(), fmt.Sprintf("c%d", i), i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := tc.shardHomes("register")
+	tc.crash(oldest)
+	// The new coordinator recovers the allocations: shards on the surviving
+	// nodes stay where they were; the crashed node's shards come back
+	// elsewhere with their persisted state.
+	var survivor *testNode
+	for _, tn := range tc.nodes {
+		if tn != oldest {
+			survivor = tn
+		}
+	}
+	for i := range 40 {
+		id := fmt.Sprintf("c%d", i)
+		var got int
+		eventually(t, 30*time.Second, func() error {
+			v, _, err := read(survivor.n.Addr(), id)
+			got = v
+			return err
+		})
+		if got != i {
+			t.Fatalf("%s = %d after the coordinator's node crashed, want %d", id, got, i)
+		}
+	}
+	after := tc.shardHomes("register")
+	for shard, on := range before {
+		if on[0] == oldest.name {
+			continue
+		}
+		if len(after[shard]) != 1 || after[shard][0] != on[0] {
+			t.Fatalf("shard %s moved from %v to %v though its node survived", shard, on, after[shard])
+		}
+	}
+	assertNoEntityOverlap(t, tc.entityLifetimes("register"))
+}
+
+// Bad entity requests are definite failures (4xx, outcome fail) whichever
+// node takes them — also when the entity lives on another node and the
+// refusal crosses the network.
+func TestEntityBadRequests(t *testing.T) {
+	tc := newTestCluster(t, 2)
+	tc.agreedOldest(tc.nodes, 2)
+	if _, err := write(tc.nodes[0].n.Addr(), "b1", 1); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		body string
+	}{
+		{"no type", `{"id":"b1","op":"read"}`},
+		{"unknown type", `{"type":"queue","id":"b1","op":"read"}`},
+		{"empty id", `{"type":"register","id":"","op":"read"}`},
+		{"no op", `{"type":"register","id":"b1"}`},
+		{"unknown field", `{"type":"register","id":"b1","op":"read","x":1}`},
+		{"malformed", `{"type":`},
+		{"unknown op", `{"type":"register","id":"b1","op":"delete"}`},
+		{"bad payload", `{"type":"register","id":"b1","op":"write","payload":{"value":"x"}}`},
+		{"write without value", `{"type":"register","id":"b1","op":"write"}`},
+		{"log append without client", `{"type":"log","id":"b1","op":"append","payload":{}}`},
+	}
+	for _, tt := range tests {
+		for _, tn := range tc.nodes {
+			res, err := http.Post("http://"+tn.n.Addr()+"/v1/entity", "application/json", bytes.NewReader([]byte(tt.body)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			data, _ := io.ReadAll(res.Body)
+			res.Body.Close()
+			var e ErrorReply
+			if res.StatusCode != http.StatusBadRequest || json.Unmarshal(data, &e) != nil || e.Outcome != "fail" || e.Code != "bad-request" {
+				t.Errorf("%s via %s: %d %s, want 400 bad-request outcome fail", tt.name, tn.name, res.StatusCode, data)
+			}
+		}
+	}
+	if v, _, err := read(tc.nodes[1].n.Addr(), "b1"); err != nil || v != 1 {
+		t.Fatalf("b1 = %d, %v after bad requests, want 1", v, err)
+	}
+}

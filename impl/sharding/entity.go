@@ -1,0 +1,207 @@
+package sharding
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/shardtest/shardtest/impl/events"
+)
+
+// entity runs one incarnation of an entity behind a mailbox: messages are
+// handled one at a time in the order they were pushed, and Stop comes after
+// the messages queued before the stop was requested (like a PoisonPill), so
+// that passivation and hand-off lose nothing already accepted.
+type entity struct {
+	sh  *shard
+	id  string
+	inc string
+
+	// ctx is the incarnation's lifetime: given to the factory and Stop,
+	// cancelled when the shard stops waiting for it (forced hand-off).
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	mu      sync.Mutex
+	queue   []*envelope
+	stopReq bool
+	wake    chan struct{}
+
+	// passivating is guarded by the shard's mutex: once set, the shard
+	// holds new messages for this id until this incarnation has stopped.
+	passivating bool
+	// lastActive is the clock's UnixNano of the last message pushed or
+	// handled, for idle passivation.
+	lastActive atomic.Int64
+	started    atomic.Bool
+
+	done chan struct{}
+}
+
+func newEntity(sh *shard, id, inc string) *entity {
+	e := &entity{sh: sh, id: id, inc: inc, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	e.ctx, e.cancel = context.WithCancel(context.WithoutCancel(sh.r.ctx))
+	e.touch()
+	return e
+}
+
+func (e *entity) touch() { e.lastActive.Store(e.sh.r.d.Clock.Now().UnixNano()) }
+
+func (e *entity) idleFor(now time.Time) time.Duration {
+	return now.Sub(time.Unix(0, e.lastActive.Load()))
+}
+
+func (e *entity) signal() {
+	select {
+	case e.wake <- struct{}{}:
+	default:
+	}
+}
+
+// push appends env to the mailbox; false if the entity no longer accepts
+// messages (it stopped on its own after a failed start).
+func (e *entity) push(env *envelope) bool {
+	e.mu.Lock()
+	if e.stopReq {
+		e.mu.Unlock()
+		return false
+	}
+	e.queue = append(e.queue, env)
+	e.mu.Unlock()
+	e.touch()
+	e.signal()
+	return true
+}
+
+// requestStop enqueues the termination: Stop runs after the messages
+// already queued.
+func (e *entity) requestStop() {
+	e.mu.Lock()
+	e.stopReq = true
+	e.mu.Unlock()
+	e.signal()
+}
+
+// stopNow terminates without handling what is queued; queued messages fail
+// definitely with why (they never reached the entity).
+func (e *entity) stopNow(why error) {
+	e.mu.Lock()
+	e.stopReq = true
+	pending := e.queue
+	e.queue = nil
+	e.mu.Unlock()
+	for _, env := range pending {
+		if env.take() {
+			env.finish(Reply{}, why)
+		}
+	}
+	e.signal()
+}
+
+func (e *entity) next() *envelope {
+	for {
+		e.mu.Lock()
+		if len(e.queue) > 0 {
+			env := e.queue[0]
+			e.queue[0] = nil
+			e.queue = e.queue[1:]
+			e.mu.Unlock()
+			return env
+		}
+		if e.stopReq {
+			e.mu.Unlock()
+			return nil
+		}
+		e.mu.Unlock()
+		<-e.wake
+	}
+}
+
+func (e *entity) event(typ, detail string) {
+	r := e.sh.r
+	r.d.Events.Append(events.Event{Type: typ, Member: r.self, EntityType: r.s.TypeName, Shard: e.sh.id,
+		Entity: e.id, EntityIncarnation: e.inc, Detail: detail})
+}
+
+// run starts the entity, serves its mailbox and stops it; then it tells the
+// shard.
+func (e *entity) run() {
+	defer e.sh.entityDone(e)
+	defer close(e.done)
+	defer e.cancel()
+	r := e.sh.r
+	ec := EntityContext{
+		TypeName: r.s.TypeName, EntityID: e.id, ShardID: e.sh.id, Incarnation: e.inc, Node: r.self,
+		Clock: r.d.Clock, Journal: r.d.Journal, Logger: r.log.With("entity", e.id, "incarnation", e.inc),
+		Passivate: func() { e.sh.passivate(e) },
+	}
+	inst, err := e.start(ec)
+	if err != nil {
+		r.log.Warn("entity failed to start", "entity", e.id, "err", err)
+		e.stopNow(fmt.Errorf("%w: %s: %w", ErrEntityUnavailable, e.id, err))
+		return
+	}
+	e.started.Store(true)
+	e.event(events.EntityStarted, "")
+	for env := e.next(); env != nil; env = e.next() {
+		if !env.take() {
+			continue
+		}
+		res, herr := e.handle(inst, env)
+		e.touch()
+		if herr != nil {
+			env.finish(Reply{}, &EntityError{Entity: e.id, Err: herr})
+			if errors.Is(herr, ErrEntityFailed) {
+				// Stale or broken: stop this incarnation; what is still
+				// in its mailbox goes to the next one.
+				r.log.Warn("entity failed; stopping this incarnation", "entity", e.id, "incarnation", e.inc, "err", herr)
+				e.sh.retire(e)
+			}
+			continue
+		}
+		if len(res) == 0 {
+			res = json.RawMessage("null")
+		}
+		env.finish(Reply{Payload: res, Node: r.self, Shard: e.sh.id, EntityIncarnation: e.inc}, nil)
+	}
+	detail := ""
+	if serr := e.stop(inst); serr != nil {
+		detail = "stopped with error: " + serr.Error()
+	}
+	e.event(events.EntityStopped, detail)
+}
+
+func (e *entity) start(ec EntityContext) (inst Entity, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			inst, err = nil, fmt.Errorf("panic in entity factory: %v", p)
+		}
+	}()
+	inst, err = e.sh.r.d.Factory(e.ctx, ec)
+	if err == nil && inst == nil {
+		err = fmt.Errorf("entity factory returned no entity")
+	}
+	return inst, err
+}
+
+func (e *entity) handle(inst Entity, env *envelope) (res json.RawMessage, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			res, err = nil, fmt.Errorf("panic in Handle: %v", p)
+		}
+	}()
+	return inst.Handle(env.ctx, env.msg)
+}
+
+func (e *entity) stop(inst Entity) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("panic in Stop: %v", p)
+		}
+	}()
+	return inst.Stop(e.ctx)
+}

@@ -1,0 +1,213 @@
+package sharding
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+
+	"github.com/shardtest/shardtest/impl/peer"
+)
+
+// routePrefix is where the node-to-node sharding endpoints live:
+// POST routePrefix + {type} + "/" + {deliver | host-shard | begin-hand-off |
+// hand-off}.
+const routePrefix = "/internal/v1/sharding/"
+
+// Region protocol operations (path suffixes).
+const (
+	opDeliver      = "deliver"
+	opHostShard    = "host-shard"
+	opBeginHandOff = "begin-hand-off"
+	opHandOff      = "hand-off"
+)
+
+// maxBody bounds a request body.
+const maxBody = 1 << 20
+
+// ShardRequest is the body of host-shard, begin-hand-off and hand-off.
+type ShardRequest struct {
+	Shard string `json:"shard"`
+}
+
+// ShardAnswer is their answer. State is "hosted", "buffering" or
+// "shard-stopped".
+type ShardAnswer struct {
+	Shard string `json:"shard"`
+	State string `json:"state"`
+}
+
+// Answers of the region protocol.
+const (
+	StateHosted       = "hosted"
+	StateBuffering    = "buffering"
+	StateShardStopped = "shard-stopped"
+)
+
+func (r *Region) path(op string) string { return regionPath(r.s.TypeName, op) }
+
+// regionPath is the endpoint op of typeName's regions.
+func regionPath(typeName, op string) string {
+	return routePrefix + url.PathEscape(typeName) + "/" + op
+}
+
+// router serves routePrefix for every region registered on one mux, so
+// that several entity types share the prefix and every error (unknown
+// type, wrong method) is answered in JSON.
+type router struct {
+	mu      sync.RWMutex
+	regions map[string]*Region
+}
+
+// Routes registers the region's endpoints on mux:
+//
+//	POST /internal/v1/sharding/{type}/deliver        Message      → Reply
+//	POST /internal/v1/sharding/{type}/host-shard     ShardRequest → ShardAnswer{state: hosted}
+//	POST /internal/v1/sharding/{type}/begin-hand-off ShardRequest → ShardAnswer{state: buffering}
+//	POST /internal/v1/sharding/{type}/hand-off       ShardRequest → ShardAnswer{state: shard-stopped}
+//
+// Errors are peer.ErrorBody JSON; bad input is a 4xx with outcome "fail".
+// Regions of several types may register on one mux; call Routes while
+// setting the mux up, not concurrently.
+func (r *Region) Routes(mux *http.ServeMux) {
+	probe := &http.Request{Method: http.MethodPost, Host: "localhost", URL: &url.URL{Path: r.path(opDeliver)}}
+	if h, pattern := mux.Handler(probe); pattern == routePrefix {
+		if rt, ok := h.(*router); ok {
+			rt.mu.Lock()
+			rt.regions[r.s.TypeName] = r
+			rt.mu.Unlock()
+			return
+		}
+	}
+	rt := &router{regions: map[string]*Region{r.s.TypeName: r}}
+	mux.Handle(routePrefix, rt)
+}
+
+func (rt *router) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	rest := strings.TrimPrefix(req.URL.Path, routePrefix)
+	i := strings.LastIndexByte(rest, '/')
+	if i <= 0 {
+		writeError(w, http.StatusNotFound, CodeNotFound, "no such endpoint: "+req.URL.Path)
+		return
+	}
+	typ, op := rest[:i], rest[i+1:]
+	rt.mu.RLock()
+	r := rt.regions[typ]
+	rt.mu.RUnlock()
+	if r == nil {
+		writeError(w, http.StatusNotFound, CodeNotFound, "no region for entity type "+typ+" on this node")
+		return
+	}
+	switch op {
+	case opDeliver, opHostShard, opBeginHandOff, opHandOff:
+	default:
+		writeError(w, http.StatusNotFound, CodeNotFound, "no such endpoint: "+req.URL.Path)
+		return
+	}
+	if req.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		writeError(w, http.StatusMethodNotAllowed, CodeMethod, "use POST")
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, req.Body, maxBody))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			writeError(w, http.StatusRequestEntityTooLarge, CodeBadRequest, "request body too large")
+			return
+		}
+		writeError(w, http.StatusBadRequest, CodeBadJSON, "read body: "+err.Error())
+		return
+	}
+	if op == opDeliver {
+		r.serveDeliver(w, req.Context(), body)
+		return
+	}
+	var sr ShardRequest
+	if err := json.Unmarshal(body, &sr); err != nil {
+		writeError(w, http.StatusBadRequest, CodeBadJSON, "malformed JSON: "+err.Error())
+		return
+	}
+	if sr.Shard == "" || len(sr.Shard) > 256 {
+		writeError(w, http.StatusBadRequest, CodeBadRequest, `"shard" must be a non-empty id of at most 256 bytes`)
+		return
+	}
+	switch op {
+	case opHostShard:
+		switch err := r.hostShard(sr.Shard); {
+		case err == nil:
+			writeJSON(w, http.StatusOK, ShardAnswer{Shard: sr.Shard, State: StateHosted})
+		case errors.Is(err, errProxyOnly):
+			writeError(w, http.StatusConflict, CodeProxyOnly, err.Error())
+		case errors.Is(err, errHandingOff):
+			writeError(w, http.StatusServiceUnavailable, CodeHandingOff, err.Error())
+		default:
+			writeError(w, http.StatusServiceUnavailable, CodeRegionStop, err.Error())
+		}
+	case opBeginHandOff:
+		r.beginHandOff(sr.Shard)
+		writeJSON(w, http.StatusOK, ShardAnswer{Shard: sr.Shard, State: StateBuffering})
+	case opHandOff:
+		r.handOff(sr.Shard)
+		writeJSON(w, http.StatusOK, ShardAnswer{Shard: sr.Shard, State: StateShardStopped})
+	}
+}
+
+func (r *Region) serveDeliver(w http.ResponseWriter, ctx context.Context, body []byte) {
+	var msg Message
+	if err := json.Unmarshal(body, &msg); err != nil {
+		writeError(w, http.StatusBadRequest, CodeBadJSON, "malformed JSON: "+err.Error())
+		return
+	}
+	if msg.EntityID == "" {
+		writeError(w, http.StatusBadRequest, CodeBadRequest, `"entity_id" is required`)
+		return
+	}
+	if r.extract(msg.EntityID) == "" {
+		writeError(w, http.StatusBadRequest, CodeBadRequest, "entity id maps to an empty shard id")
+		return
+	}
+	rep, err := r.localDeliver(ctx, msg)
+	if err == nil {
+		writeJSON(w, http.StatusOK, rep)
+		return
+	}
+	var ee *EntityError
+	var rej *Rejection
+	switch {
+	case errors.As(err, &rej):
+		writeJSON(w, http.StatusConflict, peer.ErrorBody{Error: err.Error(), Code: CodeEntityRejected, Reason: rej.Code, Outcome: peer.OutcomeFail})
+	case errors.Is(err, ErrShardNotHere):
+		writeError(w, http.StatusServiceUnavailable, CodeShardNotHere, err.Error())
+	case errors.As(err, &ee):
+		writeJSON(w, http.StatusInternalServerError, peer.ErrorBody{Error: err.Error(), Code: CodeEntityError, Outcome: peer.OutcomeUnknown})
+	case errors.Is(err, ErrRegionStopped):
+		writeError(w, http.StatusServiceUnavailable, CodeRegionStop, err.Error())
+	case errors.Is(err, ErrEntityUnavailable):
+		writeError(w, http.StatusServiceUnavailable, CodeEntityDown, err.Error())
+	case errors.Is(err, ErrNotDelivered):
+		writeError(w, http.StatusServiceUnavailable, CodeNotDelivered, err.Error())
+	default:
+		writeJSON(w, http.StatusGatewayTimeout, peer.ErrorBody{Error: err.Error(), Code: CodeTimeout, Outcome: peer.OutcomeUnknown})
+	}
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	data, err := json.Marshal(v)
+	if err != nil {
+		status = http.StatusInternalServerError
+		data, _ = json.Marshal(peer.ErrorBody{Error: "encode answer: " + err.Error(), Code: "internal", Outcome: peer.OutcomeUnknown})
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(data, '\n'))
+}
+
+// writeError writes a definite failure.
+func writeError(w http.ResponseWriter, status int, code, msg string) {
+	writeJSON(w, status, peer.ErrorBody{Error: msg, Code: code, Outcome: peer.OutcomeFail})
+}

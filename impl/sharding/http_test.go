@@ -1,0 +1,73 @@
+package sharding
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/shardtest/shardtest/impl/peer"
+)
+
+// TestBadInput: malformed requests to the internal endpoints get a 4xx
+// JSON peer.ErrorBody with outcome "fail", never a panic.
+func TestBadInput(t *testing.T) {
+	s := testSettings()
+	c := newShardCluster(t, 2, s, "n2")
+	c.setAll(allUp("n1", "n2"))
+	c.start("n1", "n2")
+	c.awaitRegistered("n1", "n2")
+	base := c.node("n1").srv.URL + routePrefix + s.TypeName + "/"
+	proxyBase := c.node("n2").srv.URL + routePrefix + s.TypeName + "/"
+	tests := []struct {
+		name, method, url, body string
+		status                  int
+		code                    string
+	}{
+		{"deliver bad json", "POST", base + "deliver", "{", 400, CodeBadJSON},
+		{"deliver not an object", "POST", base + "deliver", "[1,2]", 400, CodeBadJSON},
+		{"deliver empty entity", "POST", base + "deliver", `{"op":"x"}`, 400, CodeBadRequest},
+		{"deliver wrong payload type", "POST", base + "deliver", `{"entity_id":5}`, 400, CodeBadJSON},
+		{"deliver shard not hosted", "POST", base + "deliver", `{"entity_id":"nobody-asked"}`, 503, CodeShardNotHere},
+		{"host-shard empty", "POST", base + "host-shard", `{}`, 400, CodeBadRequest},
+		{"host-shard bad json", "POST", base + "host-shard", `nope`, 400, CodeBadJSON},
+		{"host-shard on proxy", "POST", proxyBase + "host-shard", `{"shard":"1"}`, 409, CodeProxyOnly},
+		{"begin-hand-off empty", "POST", base + "begin-hand-off", `{"shard":""}`, 400, CodeBadRequest},
+		{"hand-off long shard", "POST", base + "hand-off", `{"shard":"` + strings.Repeat("x", 300) + `"}`, 400, CodeBadRequest},
+		{"hand-off null", "POST", base + "hand-off", `null`, 400, CodeBadRequest},
+		{"wrong method", "GET", base + "deliver", "", 405, CodeMethod},
+		{"unknown op", "POST", base + "explode", "{}", 404, CodeNotFound},
+		{"unknown type", "POST", c.node("n1").srv.URL + routePrefix + "nosuchtype/deliver", "{}", 404, CodeNotFound},
+		{"no type", "POST", c.node("n1").srv.URL + routePrefix + "deliver", "{}", 404, CodeNotFound},
+		{"too large", "POST", base + "deliver", `{"entity_id":"` + strings.Repeat("x", maxBody) + `"}`, 413, CodeBadRequest},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req, err := http.NewRequest(tt.method, tt.url, strings.NewReader(tt.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer res.Body.Close()
+			data, _ := io.ReadAll(res.Body)
+			if res.StatusCode != tt.status {
+				t.Fatalf("status %d, want %d: %s", res.StatusCode, tt.status, data)
+			}
+			var eb peer.ErrorBody
+			if err := json.Unmarshal(data, &eb); err != nil {
+				t.Fatalf("body is not JSON: %q", data)
+			}
+			if eb.Code != tt.code || eb.Outcome != peer.OutcomeFail || eb.Error == "" {
+				t.Fatalf("body %+v, want code %s outcome fail", eb, tt.code)
+			}
+		})
+	}
+	// The region still works.
+	if _, err := c.deliver("n1", "after", "s", 1); err != nil {
+		t.Fatal(err)
+	}
+}
