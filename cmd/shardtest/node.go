@@ -34,7 +34,9 @@ func newNodeCmd() *cobra.Command {
 The node joins the cluster through --seeds (gossip addresses; the first seed
 bootstraps a new cluster when no other seed answers), gets its up-number (its
 age) from the journal, runs the split-brain resolver, the cluster singleton
-manager and proxy for the "id-generator" singleton, and serves the node
+manager and proxy for the "id-generator" singleton, cluster sharding for the
+"register" and "log" entity types (a region per type, and each type's shard
+coordinator as a singleton on the oldest member), and serves the node
 protocol (docs/protocol.md) over HTTP/JSON on --http.
 
 Every flag can also be set through the environment as SHARDTEST_<FLAG>, with
@@ -108,6 +110,17 @@ otherwise.`,
 	f.IntVar(&cfg.ProxyBufferSize, "proxy-buffer-size", 1000, "requests the singleton proxy buffers while the singleton is unknown or moving (oldest dropped first)")
 	f.DurationVar(&cfg.RequestTimeout, "request-timeout", 10*time.Second, "how long the node works on a client request before answering with an unknown outcome")
 	f.DurationVar(&cfg.LeaveTimeout, "leave-timeout", 30*time.Second, "how long a graceful leave waits for hand-over")
+
+	f.StringVar(&cfg.ShardingRole, "sharding-role", "", "host shards only on members with this role; others are proxy-only (default: all)")
+	f.BoolVar(&cfg.ProxyOnly, "proxy-only", false, "host no entities: route every entity message to other members")
+	f.IntVar(&cfg.NumberOfShards, "shards", 100, "number of shards per entity type (the seed's advice: about ten per node of the largest cluster planned)")
+	f.IntVar(&cfg.ShardBufferSize, "shard-buffer-size", 10000, "messages a region buffers while shard homes are unknown or moving; overflow is dropped, counted and logged")
+	f.DurationVar(&cfg.HandOffTimeout, "hand-off-timeout", 10*time.Second, "how long a shard's entities get to stop during a hand-off before it is forced")
+	f.DurationVar(&cfg.RebalanceInterval, "rebalance-interval", 10*time.Second, "how often the coordinator considers a rebalance")
+	f.IntVar(&cfg.RebalanceThreshold, "rebalance-threshold", 2, "rebalance when the most and least loaded regions differ by this many shards (at least 2)")
+	f.IntVar(&cfg.MaxSimultaneousRebalance, "max-simultaneous-rebalance", 3, "shards handed off at the same time, at most")
+	f.DurationVar(&cfg.PassivateIdleAfter, "passivate-idle-after", 0, "passivate entities idle this long (0: never)")
+	f.DurationVar(&cfg.ShardRetryInterval, "shard-retry-interval", 500*time.Millisecond, "how often a region retries registering with and asking the coordinator")
 
 	f.StringVar(&cfg.OnDowned, "on-downed", node.OnDownedRestart, "when downed: restart (as a new incarnation, in process), exit (status 3) or stay (down, still serving status)")
 	f.DurationVar(&cfg.RestartDelay, "restart-delay", time.Second, "with --on-downed restart: wait this long first")

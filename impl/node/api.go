@@ -159,6 +159,8 @@ type CapabilitiesReply struct {
 	// Capabilities the harness may use; see docs/protocol.md.
 	Capabilities []string `json:"capabilities"`
 	Singletons   []string `json:"singletons"`
+	// EntityTypes are the sharded entity types POST /v1/entity serves.
+	EntityTypes []string `json:"entity_types"`
 	// Bugs are deliberate bugs this implementation can switch on (only
 	// the reference node has them).
 	Bugs []string `json:"bugs"`
@@ -166,7 +168,7 @@ type CapabilitiesReply struct {
 
 // Capabilities of the reference node.
 func referenceCapabilities() []string {
-	return []string{"membership", "singleton", "events", "clock", "filter", "leave"}
+	return []string{"membership", "singleton", "sharding", "events", "clock", "filter", "leave"}
 }
 
 // EntityRequest is POST /v1/entity: one message to one entity, routed

@@ -698,3 +698,22 @@ func TestGossipPortTakenIsAnError(t *testing.T) {
 		t.Fatalf("Run = %v (ctx %v), want a bind error", err, ctx.Err())
 	}
 }
+
+// The auto-down bug is real: under a partition both sides down each other
+// and both run the singleton — the split brain keep-majority prevents
+// (TestPartitionKeepMajority).
+func TestAutoDownBugSplitsTheBrain(t *testing.T) {
+	tc := newTestCluster(t, 3, func(c *Config) { c.Bugs = []string{BugAutoDown} })
+	tc.agreedOldest(tc.nodes, 3)
+	n1, n2, n3 := tc.nodes[0], tc.nodes[1], tc.nodes[2]
+	tc.partition([]*testNode{n1}, []*testNode{n2, n3})
+	eventually(t, 20*time.Second, func() error {
+		if r := tc.runningSingletons(); len(r) != 2 {
+			return fmt.Errorf("singleton runs on %v, want two (split brain)", r)
+		}
+		return nil
+	})
+	if hasEvent(tc, "n1", events.SelfDowned) {
+		t.Fatal("with auto-down nobody downs itself")
+	}
+}

@@ -226,6 +226,7 @@ func (n *Node) handleCapabilities(w http.ResponseWriter, r *http.Request) {
 		Implementation: "shardtest-reference",
 		Capabilities:   referenceCapabilities(),
 		Singletons:     []string{IDGeneratorName},
+		EntityTypes:    EntityTypes(),
 		Bugs:           KnownBugs(),
 	})
 }

@@ -314,3 +314,111 @@ func TestEntityBadRequests(t *testing.T) {
 		t.Fatalf("b1 = %d, %v after bad requests, want 1", v, err)
 	}
 }
+
+// A node hosting shards crashes: its shards come back elsewhere only after
+// the resolver downed it, and their persisted state survives.
+func TestHostingNodeCrash(t *testing.T) {
+	tc := newTestCluster(t, 3)
+	oldest := tc.byUID(tc.agreedOldest(tc.nodes, 3))
+	for i := range 40 {
+		if _, err := write(oldest.n.Addr(), fmt.Sprintf("h%d", i), 100+i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var victim *testNode
+	for _, tn := range tc.nodes {
+		if tn != oldest && len(tn.n.Status().Sharding[0].Region.Shards) > 0 {
+			victim = tn
+		}
+	}
+	if victim == nil {
+		t.Fatal("no non-oldest node hosts a shard")
+	}
+	victimUID := victim.n.Status().Self.UID
+	tc.crash(victim)
+	for i := range 40 {
+		id := fmt.Sprintf("h%d", i)
+		var got int
+		eventually(t, 30*time.Second, func() error {
+			v, _, err := read(oldest.n.Addr(), id)
+			got = v
+			return err
+		})
+		if got != 100+i {
+			t.Fatalf("%s = %d after its node crashed, want %d", id, got, 100+i)
+		}
+	}
+	// On the coordinator's node: the crashed member was downed before any of
+	// its entities started again elsewhere.
+	evs, _ := oldest.n.Events().Since(0, 0)
+	var downedAt time.Time
+	for _, e := range evs {
+		if e.Type == events.MemberDowned && e.Member == victimUID {
+			downedAt = e.Time
+		}
+	}
+	if downedAt.IsZero() {
+		t.Fatalf("%s was never downed", victimUID)
+	}
+	for id, ls := range tc.entityLifetimes("register") {
+		crashedHere := false
+		for _, l := range ls {
+			if l.node == victim.name {
+				crashedHere = true
+			}
+		}
+		if !crashedHere {
+			continue
+		}
+		for _, l := range ls {
+			if l.node != victim.name && l.start.Before(downedAt) {
+				t.Fatalf("%s restarted on %s at %v, before %s was downed at %v", id, l.node, l.start, victim.name, downedAt)
+			}
+		}
+	}
+}
+
+// The entity-skip-replay bug is real: after the hosting node crashes, the
+// new incarnations serve empty state, which the correct node never does
+// (TestHostingNodeCrash).
+func TestSkipReplayBugLosesState(t *testing.T) {
+	tc := newTestCluster(t, 3, func(c *Config) { c.Bugs = []string{BugEntitySkipReplay} })
+	oldest := tc.byUID(tc.agreedOldest(tc.nodes, 3))
+	for i := range 40 {
+		if _, err := write(oldest.n.Addr(), fmt.Sprintf("h%d", i), 100+i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var victim *testNode
+	for _, tn := range tc.nodes {
+		if tn != oldest && len(tn.n.Status().Sharding[0].Region.Shards) > 0 {
+			victim = tn
+		}
+	}
+	if victim == nil {
+		t.Fatal("no non-oldest node hosts a shard")
+	}
+	moved := map[string]bool{}
+	for _, sh := range victim.n.Status().Sharding[0].Region.Shards {
+		for _, e := range sh.Entities {
+			moved[e.ID] = true
+		}
+	}
+	tc.crash(victim)
+	stale := 0
+	for id := range moved {
+		eventually(t, 30*time.Second, func() error {
+			r, _, err := entityCall(oldest.n.Addr(), EntityRequest{Type: "register", ID: id, Op: "read"})
+			if err != nil {
+				return err
+			}
+			if string(r.Result) == `{"value":null}` {
+				stale++
+			}
+			return nil
+		})
+	}
+	if stale != len(moved) {
+		t.Fatalf("%d of %d moved entities served stale state; the bug must lose all of it", stale, len(moved))
+	}
+}
