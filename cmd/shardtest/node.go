@@ -120,6 +120,7 @@ otherwise.`,
 	f.IntVar(&cfg.RebalanceThreshold, "rebalance-threshold", 2, "rebalance when the most and least loaded regions differ by this many shards (at least 2)")
 	f.IntVar(&cfg.MaxSimultaneousRebalance, "max-simultaneous-rebalance", 3, "shards handed off at the same time, at most")
 	f.DurationVar(&cfg.PassivateIdleAfter, "passivate-idle-after", 0, "passivate entities idle this long (0: never)")
+	f.DurationVar(&cfg.RedeliverInterval, "redeliver-interval", time.Second, "at-least-once senders resend unconfirmed messages this often")
 	f.DurationVar(&cfg.ShardRetryInterval, "shard-retry-interval", 500*time.Millisecond, "how often a region retries registering with and asking the coordinator")
 
 	f.StringVar(&cfg.OnDowned, "on-downed", node.OnDownedRestart, "when downed: restart (as a new incarnation, in process), exit (status 3) or stay (down, still serving status)")

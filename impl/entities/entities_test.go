@@ -5,8 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"path/filepath"
+	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/shardtest/shardtest/impl/persistence"
 	"github.com/shardtest/shardtest/impl/sharding"
@@ -171,5 +174,103 @@ func TestUnknownOutcomeResyncs(t *testing.T) {
 	got, err := call(t, r, "cas", `{"expect":4,"value":6}`)
 	if err != nil || got["ok"] != true {
 		t.Fatalf("cas after resync: %v %v; the lost write did persist 4", got, err)
+	}
+}
+
+// fakeLogSend appends to an in-test log, failing while fail > 0.
+type fakeLogSend struct {
+	mu    sync.Mutex
+	fail  int
+	got   []LogEntry
+	calls int
+}
+
+func (f *fakeLogSend) send(ctx context.Context, typ string, msg sharding.Message) (sharding.Reply, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls++
+	if f.fail > 0 {
+		f.fail--
+		return sharding.Reply{}, errors.New("lost")
+	}
+	var req appendRequest
+	json.Unmarshal(msg.Payload, &req)
+	f.got = append(f.got, req.LogEntry)
+	return sharding.Reply{}, nil
+}
+
+func (f *fakeLogSend) entries() []LogEntry {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]LogEntry(nil), f.got...)
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestSenderRedeliversUntilConfirmed(t *testing.T) {
+	j := store(t)
+	f := &fakeLogSend{fail: 3}
+	factory := NewSender(SenderOptions{RedeliverInterval: 20 * time.Millisecond}, f.send)
+	s := start(t, factory, j, "s")
+	defer s.Stop(context.Background())
+	for seq := 1; seq <= 3; seq++ {
+		if _, err := call(t, s, "send", `{"to":"L","client":"c","seq":`+strconv.Itoa(seq)+`}`); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "all confirmed", func() bool {
+		got, _ := call(t, s, "pending", "")
+		return got["unconfirmed"] == 0.0
+	})
+	got := f.entries()
+	if len(got) != 3 || got[0].Seq != 1 || got[2].Seq != 3 {
+		t.Fatalf("delivered %v, want seqs 1,2,3 in order", got)
+	}
+}
+
+// A sender that crashes with unconfirmed messages: its next incarnation
+// replays them and delivers them.
+func TestSenderResendsAfterCrash(t *testing.T) {
+	j := store(t)
+	dead := &fakeLogSend{fail: 1 << 30}
+	old := start(t, NewSender(SenderOptions{RedeliverInterval: 20 * time.Millisecond}, dead.send), j, "s")
+	for seq := 1; seq <= 2; seq++ {
+		if _, err := call(t, old, "send", `{"to":"L","client":"c","seq":`+strconv.Itoa(seq)+`}`); err != nil {
+			t.Fatal(err)
+		}
+	}
+	old.Stop(context.Background()) // the node crashed; nothing was confirmed
+	live := &fakeLogSend{}
+	s := start(t, NewSender(SenderOptions{RedeliverInterval: 20 * time.Millisecond}, live.send), j, "s")
+	defer s.Stop(context.Background())
+	got, err := call(t, s, "flush", "")
+	if err != nil || got["unconfirmed"] != 0.0 {
+		t.Fatalf("flush: %v %v", got, err)
+	}
+	if e := live.entries(); len(e) != 2 || e[0].Seq != 1 || e[1].Seq != 2 {
+		t.Fatalf("resent %v, want seqs 1 and 2", e)
+	}
+}
+
+func TestLogDeduplicates(t *testing.T) {
+	j := store(t)
+	l := start(t, NewLog(Options{}), j, "L")
+	for _, dup := range []bool{false, true, true} {
+		got, err := call(t, l, "append", `{"client":"c","seq":1,"dedup":true}`)
+		if err != nil || (got["duplicate"] == true) != dup {
+			t.Fatalf("append: %v %v, want duplicate=%v", got, err, dup)
+		}
+	}
+	if got, _ := call(t, l, "append", `{"client":"c","seq":1}`); got["length"] != 2.0 {
+		t.Fatalf("append without dedup must append: %v", got)
 	}
 }

@@ -11,27 +11,37 @@ import (
 // Log ops and their payloads. An entry names its client and the client's
 // own sequence number, so checkers can see order, loss and duplicates.
 //
-//	append {"client": c, "seq": n} → {"length": len}
-//	read   {}                      → {"entries": [{"client","seq"}...]}
+//	append {"client": c, "seq": n, "dedup": bool} → {"length": len, "duplicate": bool}
+//	read   {}                                     → {"entries": [{"client","seq"}...]}
+//
+// With dedup, an entry whose (client, seq) is already in the log is not
+// appended again: receiver-side de-duplication, which makes at-least-once
+// delivery effectively-once.
 type LogEntry struct {
 	Client string `json:"client"`
 	Seq    int64  `json:"seq"`
 }
 
+type appendRequest struct {
+	LogEntry
+	Dedup bool `json:"dedup"`
+}
+
 type logReply struct {
-	Length  *int       `json:"length,omitempty"`
-	Entries []LogEntry `json:"entries,omitempty"`
+	Length    int  `json:"length"`
+	Duplicate bool `json:"duplicate,omitempty"`
 }
 
 type appendLog struct {
 	journaled
 	entries []LogEntry
+	seen    map[LogEntry]bool
 }
 
 // NewLog returns the factory of append-log entities.
 func NewLog(opts Options) sharding.EntityFactory {
 	return func(ctx context.Context, ec sharding.EntityContext) (sharding.Entity, error) {
-		l := &appendLog{}
+		l := &appendLog{seen: map[LogEntry]bool{}}
 		l.journaled = journaled{j: ec.Journal, pid: pid(LogType, ec), apply: l.apply}
 		if err := l.recover(ctx, opts); err != nil {
 			return nil, err
@@ -46,6 +56,7 @@ func (l *appendLog) apply(data []byte) error {
 		return err
 	}
 	l.entries = append(l.entries, e)
+	l.seen[e] = true
 	return nil
 }
 
@@ -55,19 +66,23 @@ func (l *appendLog) Handle(ctx context.Context, msg sharding.Message) (json.RawM
 	}
 	switch msg.Op {
 	case "append":
-		var e LogEntry
-		if err := decode(msg.Payload, &e); err != nil {
+		var req appendRequest
+		if err := decode(msg.Payload, &req); err != nil {
 			return nil, err
 		}
+		e := req.LogEntry
 		if e.Client == "" {
 			return nil, fmt.Errorf("%w: append needs a client", ErrBadRequest)
+		}
+		if req.Dedup && l.seen[e] {
+			return json.Marshal(logReply{Length: len(l.entries), Duplicate: true})
 		}
 		if err := l.persist(ctx, e); err != nil {
 			return nil, err
 		}
 		l.entries = append(l.entries, e)
-		n := len(l.entries)
-		return json.Marshal(logReply{Length: &n})
+		l.seen[e] = true
+		return json.Marshal(logReply{Length: len(l.entries)})
 	case "read":
 		entries := l.entries
 		if entries == nil {

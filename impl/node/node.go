@@ -22,6 +22,7 @@ import (
 	"github.com/shardtest/shardtest/impl/events"
 	"github.com/shardtest/shardtest/impl/peer"
 	"github.com/shardtest/shardtest/impl/persistence"
+	"github.com/shardtest/shardtest/impl/sharding"
 	"github.com/shardtest/shardtest/impl/singleton"
 )
 
@@ -52,7 +53,7 @@ const (
 // KnownBugs lists the deliberate bugs, for flags and the capabilities
 // endpoint.
 func KnownBugs() []string {
-	return []string{BugAutoDown, BugSingletonNoFencing, BugEntitySkipReplay}
+	return append([]string{BugAutoDown, BugSingletonNoFencing, BugEntitySkipReplay}, sharding.BugNames()...)
 }
 
 // IDGeneratorName is the test singleton's name.
@@ -105,6 +106,9 @@ type Config struct {
 	MaxSimultaneousRebalance int
 	PassivateIdleAfter       time.Duration
 	ShardRetryInterval       time.Duration
+	// RedeliverInterval: at-least-once senders retry unconfirmed messages
+	// this often (default 1s).
+	RedeliverInterval time.Duration
 
 	// RequestTimeout bounds a client request inside the node (default 10s).
 	RequestTimeout time.Duration

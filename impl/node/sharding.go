@@ -22,11 +22,20 @@ type entityType struct {
 }
 
 // EntityTypes are the entity types every reference node starts.
-func EntityTypes() []string { return []string{entities.RegisterType, entities.LogType} }
+func EntityTypes() []string {
+	return []string{entities.RegisterType, entities.LogType, entities.SenderType}
+}
 
 func (n *Node) shardingSettings(typ string) sharding.Settings {
 	c := n.cfg
+	var bugs sharding.Bugs
+	for _, b := range c.Bugs {
+		if slices.Contains(sharding.BugNames(), b) {
+			sharding.ParseBug(b, &bugs) // known: checked by Config.validate
+		}
+	}
 	return sharding.Settings{
+		Bugs:                     bugs,
 		TypeName:                 typ,
 		Role:                     c.ShardingRole,
 		NumberOfShards:           c.NumberOfShards,
@@ -41,7 +50,8 @@ func (n *Node) shardingSettings(typ string) sharding.Settings {
 	}.WithDefaults()
 }
 
-func (n *Node) entityFactory(typ string) sharding.EntityFactory {
+func (inc *incarnation) entityFactory(typ string) sharding.EntityFactory {
+	n := inc.node
 	if n.cfg.ProxyOnly {
 		return nil
 	}
@@ -51,6 +61,16 @@ func (n *Node) entityFactory(typ string) sharding.EntityFactory {
 		return entities.NewRegister(opts)
 	case entities.LogType:
 		return entities.NewLog(opts)
+	case entities.SenderType:
+		// Senders deliver through this member's own regions.
+		send := func(ctx context.Context, typ string, msg sharding.Message) (sharding.Reply, error) {
+			t := inc.entityType(typ)
+			if t == nil {
+				return sharding.Reply{}, fmt.Errorf("no region for %s", typ)
+			}
+			return t.region.Deliver(ctx, msg)
+		}
+		return entities.NewSender(entities.SenderOptions{Options: opts, RedeliverInterval: n.cfg.RedeliverInterval}, send)
 	}
 	return nil
 }
@@ -72,7 +92,7 @@ func (inc *incarnation) setupSharding() error {
 			Events:     n.events,
 			Logger:     n.log.With("entity-type", typ),
 			Journal:    n.journal,
-			Factory:    n.entityFactory(typ),
+			Factory:    inc.entityFactory(typ),
 		}
 		strategy := sharding.NewLeastShardAllocation(s.RebalanceThreshold, s.MaxSimultaneousRebalance)
 		name := sharding.CoordinatorName(typ)

@@ -422,3 +422,108 @@ func TestSkipReplayBugLosesState(t *testing.T) {
 		t.Fatalf("%d of %d moved entities served stale state; the bug must lose all of it", stale, len(moved))
 	}
 }
+
+func send(addr, senderID, to, client string, seq int64, dedup bool) error {
+	p, _ := json.Marshal(map[string]any{"to": to, "client": client, "seq": seq, "dedup": dedup})
+	_, _, err := entityCall(addr, EntityRequest{Type: "sender", ID: senderID, Op: "send", Payload: p})
+	return err
+}
+
+// At-least-once delivery through a join and rebalance: every message a
+// sender accepted reaches its log, in order per client; duplicates only
+// without de-duplication.
+func TestAtLeastOnceAcrossJoin(t *testing.T) {
+	tc := newTestCluster(t, 3, func(c *Config) { c.RedeliverInterval = 200 * time.Millisecond })
+	tc.crash(tc.nodes[2])
+	eventually(t, 20*time.Second, func() error {
+		if len(tc.nodes[0].n.Status().Members) != 2 {
+			return fmt.Errorf("n3 not gone yet")
+		}
+		return nil
+	})
+	const senders = 8
+	accepted := make([][]int64, senders)
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	for s := range senders {
+		wg.Add(1)
+		// accepted[s] is written only by this goroutine until wg.Wait.
+		go func() {
+			defer wg.Done()
+			for seq := int64(1); ; seq++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				addr := tc.nodes[s%2].n.Addr()
+				if err := send(addr, fmt.Sprintf("s%d", s), fmt.Sprintf("L%d", s), fmt.Sprintf("c%d", s), seq, s%2 == 1); err == nil {
+					accepted[s] = append(accepted[s], seq)
+				} else {
+					seq-- // not accepted: the same seq again, so gaps mean loss
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+		}()
+	}
+	time.Sleep(time.Second)
+	tc.start("n3", 2)
+	tc.waitReady(tc.nodes[2])
+	eventually(t, 30*time.Second, func() error {
+		n := 0
+		for _, typ := range []string{"log", "sender"} {
+			for _, on := range tc.shardHomes(typ) {
+				if len(on) == 1 && on[0] == "n3" {
+					n++
+				}
+			}
+		}
+		if n < 2 {
+			return fmt.Errorf("%d log and sender shards on the new node", n)
+		}
+		return nil
+	})
+	time.Sleep(500 * time.Millisecond)
+	close(stop)
+	wg.Wait()
+	for s := range senders {
+		r, _, err := entityCall(tc.nodes[0].n.Addr(), EntityRequest{Type: "sender", ID: fmt.Sprintf("s%d", s), Op: "flush"})
+		if err != nil || string(r.Result) != `{"unconfirmed":0}` {
+			t.Fatalf("flush s%d: %s %v", s, r.Result, err)
+		}
+		lr, _, err := entityCall(tc.nodes[1].n.Addr(), EntityRequest{Type: "log", ID: fmt.Sprintf("L%d", s), Op: "read"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var log struct {
+			Entries []struct {
+				Client string
+				Seq    int64
+			}
+		}
+		json.Unmarshal(lr.Result, &log)
+		var firsts []int64
+		seen := map[int64]bool{}
+		dups := 0
+		for _, e := range log.Entries {
+			if seen[e.Seq] {
+				dups++
+				continue
+			}
+			seen[e.Seq] = true
+			firsts = append(firsts, e.Seq)
+		}
+		if len(accepted[s]) == 0 {
+			t.Fatalf("sender s%d had nothing accepted", s)
+		}
+		for i, seq := range accepted[s] {
+			if i >= len(firsts) || firsts[i] != seq {
+				t.Fatalf("s%d: log order %v does not start with the accepted %v (lost or reordered at %d)", s, firsts, accepted[s], i)
+			}
+		}
+		if s%2 == 1 && dups > 0 {
+			t.Fatalf("s%d de-duplicates, yet its log has %d duplicates", s, dups)
+		}
+		t.Logf("s%d: %d accepted, %d in the log, %d duplicates", s, len(accepted[s]), len(log.Entries), dups)
+	}
+}

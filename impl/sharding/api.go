@@ -105,6 +105,9 @@ type Settings struct {
 	// DownRemovalMargin: after a region's member is downed, the coordinator
 	// waits this long before reallocating its shards.
 	DownRemovalMargin time.Duration
+	// Bugs switches deliberate bugs on (for testing the harness's
+	// checkers); the zero value is correct.
+	Bugs Bugs
 }
 
 // Validate checks the settings (after defaults).

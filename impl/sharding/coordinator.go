@@ -230,7 +230,14 @@ func (c *coordinator) persistLocked(ctx context.Context, evs []CoordinatorEvent)
 	if err != nil {
 		return fmt.Errorf("%w: encode events: %w", singleton.ErrInstanceFailed, err)
 	}
-	last, err := c.d.Journal.Append(ctx, c.pid, c.seq, c.epoch, data)
+	var last int64
+	if c.s.Bugs.NoCoordinatorPersistence {
+		// Deliberate bug: the state lives in memory only; a new
+		// coordinator replays an empty journal.
+		last = c.seq
+	} else {
+		last, err = c.d.Journal.Append(ctx, c.pid, c.seq, c.epoch, data)
+	}
 	switch {
 	case err == nil:
 	case errors.Is(err, persistence.ErrFenced), errors.Is(err, persistence.ErrSeqConflict):
@@ -578,7 +585,18 @@ func (c *coordinator) handOff(shardID, owner string, targets []string, why strin
 		c.log.Info("hand-off abandoned: a region did not begin it", "shard", shardID, "err", err)
 		return
 	}
-	if err := c.callRegion(c.ctx, owner, opHandOff, shardID, c.s.HandOffTimeout+c.s.hostTimeout()); err != nil {
+	if c.s.Bugs.StartBeforeStopped {
+		// Deliberate bug: tell the owner to stop the shard but do not wait
+		// for its ShardStopped; the shard is deallocated (and may be
+		// allocated and started elsewhere) while its entities still run.
+		c.wg.Add(1)
+		go func() {
+			defer c.wg.Done()
+			if err := c.callRegion(c.ctx, owner, opHandOff, shardID, c.s.HandOffTimeout+c.s.hostTimeout()); err != nil {
+				c.log.Info("hand-off: the owner did not answer", "shard", shardID, "owner", owner, "err", err)
+			}
+		}()
+	} else if err := c.callRegion(c.ctx, owner, opHandOff, shardID, c.s.HandOffTimeout+c.s.hostTimeout()); err != nil {
 		c.log.Info("hand-off abandoned: the owner did not answer", "shard", shardID, "owner", owner, "err", err)
 		return
 	}

@@ -101,7 +101,9 @@ type testEntity struct {
 	ec        EntityContext
 	log       *entityLog
 	stopDelay time.Duration
-	n         int
+	// gate, if set, holds Stop until it is closed (or ctx ends).
+	gate <-chan struct{}
+	n    int
 }
 
 func (e *testEntity) Handle(ctx context.Context, msg Message) (json.RawMessage, error) {
@@ -137,6 +139,12 @@ func (e *testEntity) Handle(ctx context.Context, msg Message) (json.RawMessage, 
 func (e *testEntity) Stop(ctx context.Context) error {
 	if e.stopDelay > 0 {
 		_ = clock.Real().Sleep(ctx, e.stopDelay)
+	}
+	if e.gate != nil {
+		select {
+		case <-e.gate:
+		case <-ctx.Done():
+		}
 	}
 	e.log.mu.Lock()
 	e.log.stopped[e.ec.Incarnation] = true
@@ -175,6 +183,8 @@ type scluster struct {
 	// proxyOnly nodes get no entity factory.
 	proxyOnly map[string]bool
 	stopDelay time.Duration
+	// stopGate, if set, holds every entity's Stop until it is closed.
+	stopGate chan struct{}
 }
 
 // testSettings are fast settings; rebalancing is off unless a test
@@ -254,9 +264,10 @@ func (c *scluster) addNode(name string, upNumber int64) *snode {
 		t.Fatal(err)
 	}
 	if !c.proxyOnly[name] {
-		// stopDelay is read at entity start: set it before starting nodes.
+		// stopDelay and stopGate are read at entity start: set them
+		// before starting nodes.
 		d.Factory = func(ctx context.Context, ec EntityContext) (Entity, error) {
-			return &testEntity{ec: ec, log: c.entities, stopDelay: c.stopDelay}, nil
+			return &testEntity{ec: ec, log: c.entities, stopDelay: c.stopDelay, gate: c.stopGate}, nil
 		}
 	}
 	region, err := NewRegion(c.settings, d, proxy)

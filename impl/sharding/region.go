@@ -45,6 +45,9 @@ type Region struct {
 	local      map[string]*shard
 	buffers    map[string]*shardBuffer
 	buffered   int
+	// handingOff marks shards whose hand-off began here and whose new home
+	// this region has not learnt yet (kept only for Bugs.DropBufferedOnHandOff).
+	handingOff map[string]bool
 	changed    chan struct{} // closed when local shards change
 
 	dropped atomic.Uint64
@@ -60,6 +63,9 @@ type shardBuffer struct {
 	// next ask tells the coordinator, which then makes that region host it
 	// again (or answers anew).
 	notHere string
+	// handOff: messages were buffered while the shard was handed off (kept
+	// only for Bugs.DropBufferedOnHandOff).
+	handOff bool
 }
 
 // incarnations numbers entity starts in this process; with the member uid
@@ -99,14 +105,15 @@ func NewRegion(s Settings, d Deps, coordinator *singleton.Proxy) (*Region, error
 	}
 	r := &Region{
 		s: s, d: d, coord: coordinator,
-		log:       d.Logger.With("region", s.TypeName),
-		self:      self.UID(),
-		extract:   d.ExtractShardID,
-		proxyOnly: d.Factory == nil || !self.HasRole(s.Role),
-		homes:     map[string]string{},
-		local:     map[string]*shard{},
-		buffers:   map[string]*shardBuffer{},
-		changed:   make(chan struct{}),
+		log:        d.Logger.With("region", s.TypeName),
+		self:       self.UID(),
+		extract:    d.ExtractShardID,
+		proxyOnly:  d.Factory == nil || !self.HasRole(s.Role),
+		homes:      map[string]string{},
+		local:      map[string]*shard{},
+		buffers:    map[string]*shardBuffer{},
+		handingOff: map[string]bool{},
+		changed:    make(chan struct{}),
 	}
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	return r, nil
@@ -149,18 +156,38 @@ func (r *Region) Run(ctx context.Context) error {
 			r.idleLoop(ctx)
 		}()
 	}
-	for ctx.Err() == nil {
-		err := r.register(ctx)
-		if err == nil {
-			break
+	// Register, and register again whenever the coordinator moves (as
+	// Akka's regions do): registering is idempotent for a coordinator that
+	// recovered the registration from the journal, and it makes sure any
+	// new coordinator knows this region.
+	registeredAt := "\x00" // no coordinator location yet
+	for {
+		changed := r.d.Membership.Changed()
+		if at := r.coordinatorAt(); at != registeredAt {
+			if err := r.register(ctx); err != nil {
+				r.log.Debug("registration with the coordinator failed; retrying", "err", err)
+				if r.d.Clock.Sleep(ctx, r.s.RetryInterval) != nil {
+					return nil
+				}
+				continue
+			}
+			registeredAt = at
 		}
-		r.log.Debug("registration with the coordinator failed; retrying", "err", err)
-		if r.d.Clock.Sleep(ctx, r.s.RetryInterval) != nil {
-			break
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-changed:
 		}
 	}
-	<-ctx.Done()
-	return nil
+}
+
+// coordinatorAt is the member uid the coordinator is looked for on (the
+// oldest Up member with the role); empty if none.
+func (r *Region) coordinatorAt() string {
+	if o, ok := r.d.Membership.Snapshot().Oldest(r.s.Role); ok {
+		return o.UID()
+	}
+	return ""
 }
 
 func (r *Region) register(ctx context.Context) error {
@@ -315,6 +342,9 @@ func (r *Region) bufferLocked(env *envelope, front, bounded bool) error {
 		r.askers.Add(1)
 		go r.resolve(env.shard, b)
 	}
+	if r.handingOff[env.shard] {
+		b.handOff = true
+	}
 	if front {
 		b.queue = slices.Insert(b.queue, 0, env)
 	} else {
@@ -385,6 +415,16 @@ func (r *Region) resolve(shardID string, b *shardBuffer) {
 			if home != r.self {
 				r.homes[shardID] = home
 			}
+			delete(r.handingOff, shardID)
+			if b.handOff && r.buffers[shardID] == b {
+				// Deliberate bug (DropBufferedOnHandOff): what waited for
+				// the shard's new home is thrown away, uncounted; the
+				// callers wait for their deadline.
+				b.handOff = false
+				r.buffered -= len(b.queue)
+				clear(b.queue)
+				b.queue = b.queue[:0]
+			}
 			r.mu.Unlock()
 			if r.flush(shardID, b, home) {
 				continue
@@ -441,9 +481,19 @@ func (r *Region) flush(shardID string, b *shardBuffer, home string) bool {
 			r.mu.Unlock()
 			return true
 		}
-		env := b.queue[0]
-		b.queue[0] = nil
-		b.queue = b.queue[1:]
+		var env *envelope
+		if r.s.Bugs.ReorderBuffered {
+			// Deliberate bug: the buffer is popped like a stack, newest
+			// first.
+			last := len(b.queue) - 1
+			env = b.queue[last]
+			b.queue[last] = nil
+			b.queue = b.queue[:last]
+		} else {
+			env = b.queue[0]
+			b.queue[0] = nil
+			b.queue = b.queue[1:]
+		}
 		r.buffered--
 		if !env.take() {
 			r.mu.Unlock()
@@ -579,6 +629,12 @@ func (r *Region) beginHandOff(shardID string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	delete(r.homes, shardID)
+	if r.s.Bugs.DropBufferedOnHandOff {
+		r.handingOff[shardID] = true
+		if b := r.buffers[shardID]; b != nil {
+			b.handOff = true
+		}
+	}
 	if sh := r.local[shardID]; sh != nil {
 		sh.close()
 	}
@@ -762,9 +818,7 @@ func (r *Region) Status() RegionStatus {
 	}
 	slices.SortFunc(st.Shards, func(a, b ShardStatus) int { return strings.Compare(a.ID, b.ID) })
 	st.Dropped = r.dropped.Load()
-	if o, ok := r.d.Membership.Snapshot().Oldest(r.s.Role); ok {
-		st.Coordinator = o.UID()
-	}
+	st.Coordinator = r.coordinatorAt()
 	return st
 }
 

@@ -112,7 +112,19 @@ func TestRouting(t *testing.T) {
 // are dropped (ErrBufferFull, counted, logged); once the coordinator is
 // back the buffered ones are delivered in order.
 func TestBufferOverflow(t *testing.T) {
+	seqs := bufferOverflowScenario(t, Bugs{})
+	want := []int{1, 2, 3, 4, 5}
+	if fmt.Sprint(seqs) != fmt.Sprint(want) {
+		t.Fatalf("entity handled %v, want %v (in order, dropped ones absent)", seqs, want)
+	}
+}
+
+// bufferOverflowScenario runs TestBufferOverflow's scenario with bugs and
+// returns the sequence numbers the entity handled, in the order it
+// handled them.
+func bufferOverflowScenario(t *testing.T, bugs Bugs) []int {
 	s := testSettings()
+	s.Bugs = bugs
 	s.BufferSize = 5
 	c := newShardCluster(t, 2, s)
 	c.setAll(allUp("n1", "n2"))
@@ -166,10 +178,7 @@ func TestBufferOverflow(t *testing.T) {
 	for _, h := range c.entities.of("buffered") {
 		seqs = append(seqs, h.Seq)
 	}
-	want := []int{1, 2, 3, 4, 5}
-	if fmt.Sprint(seqs) != fmt.Sprint(want) {
-		t.Fatalf("entity handled %v, want %v (in order, dropped ones absent)", seqs, want)
-	}
+	return seqs
 }
 
 // TestRebalance: a third region joins; the coordinator moves shards to it,
@@ -269,6 +278,16 @@ func TestRebalance(t *testing.T) {
 // process's clock).
 func checkNoOverlap(t *testing.T, c *scluster) {
 	t.Helper()
+	overlaps, moved, incs := findOverlaps(c)
+	for _, o := range overlaps {
+		t.Error(o)
+	}
+	t.Logf("%d incarnations, %d cross-node pairs checked", incs, moved)
+}
+
+// findOverlaps returns checkNoOverlap's violations, the number of
+// cross-node pairs checked and the number of incarnations.
+func findOverlaps(c *scluster) (overlaps []string, moved, incarnations int) {
 	type span struct {
 		node, entity, shard, inc string
 		start, end               time.Time
@@ -293,7 +312,6 @@ func checkNoOverlap(t *testing.T, c *scluster) {
 			}
 		}
 	}
-	moved := 0
 	for _, a := range byInc {
 		for _, b := range byInc {
 			if a == b || !a.start.Before(b.start) {
@@ -308,12 +326,12 @@ func checkNoOverlap(t *testing.T, c *scluster) {
 				moved++
 			}
 			if !a.stopped || a.end.After(b.start) {
-				t.Errorf("shard %s: %s (%s on %s, %v–%v, stopped %v) overlaps %s (%s on %s, started %v)",
-					a.shard, a.entity, a.inc, a.node, a.start, a.end, a.stopped, b.entity, b.inc, b.node, b.start)
+				overlaps = append(overlaps, fmt.Sprintf("shard %s: %s (%s on %s, %v–%v, stopped %v) overlaps %s (%s on %s, started %v)",
+					a.shard, a.entity, a.inc, a.node, a.start, a.end, a.stopped, b.entity, b.inc, b.node, b.start))
 			}
 		}
 	}
-	t.Logf("%d incarnations, %d cross-node pairs checked", len(byInc), moved)
+	return overlaps, moved, len(byInc)
 }
 
 // TestCoordinatorFailover: the coordinator's node is downed; the next

@@ -114,6 +114,11 @@ func (sh *shard) entityDone(e *entity) {
 	}
 	held := sh.held[e.id]
 	delete(sh.held, e.id)
+	if sh.r.s.Bugs.DropPassivationBuffer {
+		// Deliberate bug: what was held for the next incarnation is
+		// forgotten; the callers wait for their deadline.
+		held = nil
+	}
 	var back []*envelope
 	if len(held) > 0 {
 		if sh.closed || sh.stopping {

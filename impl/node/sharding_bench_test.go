@@ -1,0 +1,113 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"runtime"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/shardtest/shardtest/impl/sharding"
+)
+
+// latencies records per-operation durations and reports percentiles.
+type latencies []time.Duration
+
+func (l latencies) pct(p float64) time.Duration {
+	s := slices.Clone(l)
+	slices.Sort(s)
+	return s[int(float64(len(s)-1)*p)]
+}
+
+// BenchmarkEntityRequest measures a register read through the region of
+// n1: to an entity hosted on n1 itself (local) and to one hosted on n2
+// (remote: one node-to-node HTTP hop), against a raw HTTP round trip
+// between the same two processes (n1's HTTP client to n2's server),
+// measured in the same run. Reports p50/p99 and the remote p50 as a
+// multiple of the raw p50 (goal: within 1.5×).
+func BenchmarkEntityRequest(b *testing.B) {
+	tc := newTestCluster(b, 2)
+	tc.agreedOldest(tc.nodes, 2)
+	n1, n2 := tc.nodes[0], tc.nodes[1]
+	region := n1.n.current().entityType("register").region
+	ctx := context.Background()
+	// Find one id hosted on each node.
+	ids := map[string]string{}
+	for i := 0; len(ids) < 2 && i < 1000; i++ {
+		id := fmt.Sprintf("bench%d", i)
+		rep, err := region.Deliver(ctx, sharding.Message{EntityID: id, Op: "read"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, ok := ids[rep.Node]; !ok {
+			ids[rep.Node] = id
+		}
+	}
+	local, remote := ids[n1.n.Status().Self.UID], ids[n2.n.Status().Self.UID]
+	if local == "" || remote == "" {
+		b.Fatalf("no entity found on each node: %v", ids)
+	}
+	hc := &http.Client{}
+	raw := func() {
+		res, err := hc.Get("http://" + n2.n.Addr() + "/v1/health")
+		if err != nil {
+			b.Fatal(err)
+		}
+		io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+	}
+	const baselineOps = 2000
+	var rawLat latencies
+	for range baselineOps {
+		start := time.Now()
+		raw()
+		rawLat = append(rawLat, time.Since(start))
+	}
+	rawP50 := rawLat.pct(0.5)
+	for _, bc := range []struct{ name, id string }{{"local", local}, {"remote", remote}} {
+		b.Run(bc.name, func(b *testing.B) {
+			var lat latencies
+			for b.Loop() {
+				start := time.Now()
+				if _, err := region.Deliver(ctx, sharding.Message{EntityID: bc.id, Op: "read"}); err != nil {
+					b.Fatal(err)
+				}
+				lat = append(lat, time.Since(start))
+			}
+			b.ReportMetric(float64(lat.pct(0.5).Nanoseconds()), "p50-ns")
+			b.ReportMetric(float64(lat.pct(0.99).Nanoseconds()), "p99-ns")
+			b.ReportMetric(float64(rawP50.Nanoseconds()), "raw-p50-ns")
+			b.ReportMetric(float64(lat.pct(0.5))/float64(rawP50), "x-raw-p50")
+		})
+	}
+}
+
+// BenchmarkIdleEntityMemory starts one entity per iteration on one node and
+// measures the memory each idle one holds (heap plus goroutine stacks), to
+// compare with the goal of 2 KiB. Run it with many iterations
+// (-benchtime 10000x) so the per-entity figure dominates.
+func BenchmarkIdleEntityMemory(b *testing.B) {
+	tc := newTestCluster(b, 1)
+	region := tc.nodes[0].n.current().entityType("register").region
+	ctx := context.Background()
+	var ms runtime.MemStats
+	measure := func() uint64 {
+		runtime.GC()
+		runtime.ReadMemStats(&ms)
+		return ms.HeapAlloc + ms.StackInuse
+	}
+	before := measure()
+	n := 0
+	for b.Loop() {
+		if _, err := region.Deliver(ctx, sharding.Message{EntityID: fmt.Sprintf("idle-%d", n), Op: "read"}); err != nil {
+			b.Fatal(err)
+		}
+		n++
+	}
+	b.StopTimer()
+	after := measure()
+	b.ReportMetric(float64(int64(after)-int64(before))/float64(n), "bytes/entity")
+}
