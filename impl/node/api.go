@@ -75,6 +75,8 @@ type StatusReply struct {
 	LastEventSeq uint64 `json:"last_event_seq"`
 	// Sharding is one entry per entity type.
 	Sharding []ShardingInfo `json:"sharding"`
+	// Tells counts fire-and-forget messages queued, failed and dropped.
+	Tells TellStatus `json:"tells"`
 }
 
 // ShardingInfo is one entity type's state on this node: its region, and,
@@ -183,6 +185,16 @@ type EntityRequest struct {
 	Payload json.RawMessage `json:"payload,omitempty"`
 	// Sender names the client, for ordering and de-duplication.
 	Sender string `json:"sender,omitempty"`
+	// Mode "tell" sends fire-and-forget: the node accepts the message
+	// (202) and delivers it at most once, in order per sender. Default
+	// "ask": wait for the entity's reply.
+	Mode string `json:"mode,omitempty"`
+}
+
+// TellReply is the answer to an accepted fire-and-forget message.
+type TellReply struct {
+	ServedBy ServedBy `json:"served_by"`
+	Accepted bool     `json:"accepted"`
 }
 
 // EntityReply is the answer to POST /v1/entity.

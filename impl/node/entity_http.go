@@ -29,6 +29,9 @@ func validateEntityRequest(req EntityRequest) error {
 	if len(req.Sender) > 256 {
 		return errors.New("sender longer than 256 bytes")
 	}
+	if req.Mode != "" && req.Mode != "ask" && req.Mode != "tell" {
+		return fmt.Errorf("mode %q: want ask or tell", req.Mode)
+	}
 	return nil
 }
 
@@ -50,9 +53,26 @@ func (n *Node) handleEntity(w http.ResponseWriter, r *http.Request) {
 		n.writeError(w, http.StatusServiceUnavailable, "not-ready", peer.OutcomeFail, "sharding is not running yet")
 		return
 	}
+	msg := sharding.Message{EntityID: req.ID, Op: req.Op, Payload: req.Payload, Sender: req.Sender}
+	if req.Mode == "tell" {
+		inc := n.current()
+		n.mu.Lock()
+		tl := inc.tells
+		n.mu.Unlock()
+		if tl == nil {
+			n.writeError(w, http.StatusServiceUnavailable, "not-ready", peer.OutcomeFail, "sharding is not running yet")
+			return
+		}
+		if err := tl.enqueue(t.region, msg); err != nil {
+			n.writeError(w, http.StatusServiceUnavailable, "dropped", peer.OutcomeFail, err.Error())
+			return
+		}
+		n.writeJSON(w, http.StatusAccepted, TellReply{ServedBy: n.servedBy(), Accepted: true})
+		return
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), n.cfg.RequestTimeout)
 	defer cancel()
-	rep, err := t.region.Deliver(ctx, sharding.Message{EntityID: req.ID, Op: req.Op, Payload: req.Payload, Sender: req.Sender})
+	rep, err := t.region.Deliver(ctx, msg)
 	if err != nil {
 		status, code, outcome := classifyEntityError(err)
 		n.writeError(w, status, code, outcome, err.Error())

@@ -216,6 +216,12 @@ func (n *Node) Status() StatusReply {
 		st.Singletons = append(st.Singletons, si)
 	}
 	st.Sharding = n.shardingStatus(inc)
+	n.mu.Lock()
+	tl := inc.tells
+	n.mu.Unlock()
+	if tl != nil {
+		st.Tells = tl.status()
+	}
 	return st
 }
 

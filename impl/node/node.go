@@ -307,6 +307,7 @@ type incarnation struct {
 	manager *singleton.Manager
 	proxy   *singleton.Proxy
 	types   []*entityType
+	tells   *tells
 	mux     *http.ServeMux // internal node-to-node routes
 }
 
@@ -427,6 +428,10 @@ func (inc *incarnation) run(ctx context.Context) (runOutcome, error) {
 		<-clusterDone
 		return outcomeStopped, err
 	}
+	tl := newTells(ictx, inc.node.cfg.RequestTimeout, inc.node.log)
+	inc.node.mu.Lock()
+	inc.tells = tl
+	inc.node.mu.Unlock()
 	mgrDone := make(chan error, 1)
 	go func() { mgrDone <- inc.manager.Run(ictx) }()
 	shardingDone := inc.runSharding(ictx)
@@ -452,6 +457,7 @@ func (inc *incarnation) run(ctx context.Context) (runOutcome, error) {
 	// Stop the singletons and every entity first (at once if downed), then
 	// the cluster.
 	cancel()
+	tl.wait()
 	<-mgrDone
 	<-shardingDone
 	<-clusterDone

@@ -527,3 +527,55 @@ func TestAtLeastOnceAcrossJoin(t *testing.T) {
 		t.Logf("s%d: %d accepted, %d in the log, %d duplicates", s, len(accepted[s]), len(log.Entries), dups)
 	}
 }
+
+// Fire-and-forget appends from one sender through one node reach the log
+// in the order they were sent.
+func TestTellKeepsSenderOrder(t *testing.T) {
+	tc := newTestCluster(t, 2)
+	tc.agreedOldest(tc.nodes, 2)
+	const n = 200
+	for i := 1; i <= n; i++ {
+		for s, tn := range tc.nodes {
+			p, _ := json.Marshal(map[string]any{"client": fmt.Sprintf("c%d", s), "seq": i})
+			body, _ := json.Marshal(EntityRequest{Type: "log", ID: "T", Op: "append", Payload: p, Sender: fmt.Sprintf("c%d", s), Mode: "tell"})
+			res, err := http.Post("http://"+tn.n.Addr()+"/v1/entity", "application/json", bytes.NewReader(body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			io.Copy(io.Discard, res.Body)
+			res.Body.Close()
+			if res.StatusCode != http.StatusAccepted {
+				t.Fatalf("tell: status %d", res.StatusCode)
+			}
+		}
+	}
+	var entries []struct {
+		Client string
+		Seq    int
+	}
+	eventually(t, 20*time.Second, func() error {
+		r, _, err := entityCall(tc.nodes[0].n.Addr(), EntityRequest{Type: "log", ID: "T", Op: "read"})
+		if err != nil {
+			return err
+		}
+		var l struct {
+			Entries []struct {
+				Client string
+				Seq    int
+			}
+		}
+		json.Unmarshal(r.Result, &l)
+		entries = l.Entries
+		if len(entries) < 2*n {
+			return fmt.Errorf("%d of %d tells arrived", len(entries), 2*n)
+		}
+		return nil
+	})
+	next := map[string]int{"c0": 1, "c1": 1}
+	for _, e := range entries {
+		if e.Seq != next[e.Client] {
+			t.Fatalf("client %s: seq %d arrived when %d was next", e.Client, e.Seq, next[e.Client])
+		}
+		next[e.Client]++
+	}
+}
