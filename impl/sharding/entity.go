@@ -29,7 +29,11 @@ type entity struct {
 	mu      sync.Mutex
 	queue   []*envelope
 	stopReq bool
-	wake    chan struct{}
+	// running: a goroutine serves the mailbox now. An idle entity has none
+	// (it is parked), so it costs no goroutine stack; push and the stop
+	// requests start one again.
+	running bool
+	inst    Entity // set once started; used only by the serving goroutine
 
 	// passivating is guarded by the shard's mutex: once set, the shard
 	// holds new messages for this id until this incarnation has stopped.
@@ -43,7 +47,7 @@ type entity struct {
 }
 
 func newEntity(sh *shard, id, inc string) *entity {
-	e := &entity{sh: sh, id: id, inc: inc, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	e := &entity{sh: sh, id: id, inc: inc, running: true, done: make(chan struct{})}
 	e.ctx, e.cancel = context.WithCancel(context.WithoutCancel(sh.r.ctx))
 	e.touch()
 	return e
@@ -55,10 +59,12 @@ func (e *entity) idleFor(now time.Time) time.Duration {
 	return now.Sub(time.Unix(0, e.lastActive.Load()))
 }
 
-func (e *entity) signal() {
-	select {
-	case e.wake <- struct{}{}:
-	default:
+// resumeLocked starts a serving goroutine if the entity is parked; the
+// caller holds e.mu.
+func (e *entity) resumeLocked() {
+	if !e.running {
+		e.running = true
+		go e.serve()
 	}
 }
 
@@ -71,9 +77,9 @@ func (e *entity) push(env *envelope) bool {
 		return false
 	}
 	e.queue = append(e.queue, env)
+	e.resumeLocked()
 	e.mu.Unlock()
 	e.touch()
-	e.signal()
 	return true
 }
 
@@ -82,8 +88,8 @@ func (e *entity) push(env *envelope) bool {
 func (e *entity) requestStop() {
 	e.mu.Lock()
 	e.stopReq = true
+	e.resumeLocked()
 	e.mu.Unlock()
-	e.signal()
 }
 
 // stopNow terminates without handling what is queued; queued messages fail
@@ -93,32 +99,35 @@ func (e *entity) stopNow(why error) {
 	e.stopReq = true
 	pending := e.queue
 	e.queue = nil
+	e.resumeLocked()
 	e.mu.Unlock()
 	for _, env := range pending {
 		if env.take() {
 			env.finish(Reply{}, why)
 		}
 	}
-	e.signal()
 }
 
-func (e *entity) next() *envelope {
-	for {
-		e.mu.Lock()
-		if len(e.queue) > 0 {
-			env := e.queue[0]
-			e.queue[0] = nil
-			e.queue = e.queue[1:]
-			e.mu.Unlock()
-			return env
+// next returns the next message, or nil with stop set when the entity is
+// to stop, or nil without stop when the mailbox is empty — then the entity
+// has parked and the caller's goroutine must end.
+func (e *entity) next() (env *envelope, stop bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if len(e.queue) > 0 {
+		env := e.queue[0]
+		e.queue[0] = nil
+		e.queue = e.queue[1:]
+		if len(e.queue) == 0 {
+			e.queue = nil // let an idle entity hold no backing array
 		}
-		if e.stopReq {
-			e.mu.Unlock()
-			return nil
-		}
-		e.mu.Unlock()
-		<-e.wake
+		return env, false
 	}
+	if e.stopReq {
+		return nil, true
+	}
+	e.running = false
+	return nil, false
 }
 
 func (e *entity) event(typ, detail string) {
@@ -127,31 +136,44 @@ func (e *entity) event(typ, detail string) {
 		Entity: e.id, EntityIncarnation: e.inc, Detail: detail})
 }
 
-// run starts the entity, serves its mailbox and stops it; then it tells the
-// shard.
+// run starts the entity and serves its mailbox; the first goroutine of an
+// incarnation.
 func (e *entity) run() {
-	defer e.sh.entityDone(e)
-	defer close(e.done)
-	defer e.cancel()
 	r := e.sh.r
 	ec := EntityContext{
 		TypeName: r.s.TypeName, EntityID: e.id, ShardID: e.sh.id, Incarnation: e.inc, Node: r.self,
-		Clock: r.d.Clock, Journal: r.d.Journal, Logger: r.log.With("entity", e.id, "incarnation", e.inc),
+		Clock: r.d.Clock, Journal: r.d.Journal, Logger: r.log,
 		Passivate: func() { e.sh.passivate(e) },
 	}
 	inst, err := e.start(ec)
 	if err != nil {
 		r.log.Warn("entity failed to start", "entity", e.id, "err", err)
 		e.stopNow(fmt.Errorf("%w: %s: %w", ErrEntityUnavailable, e.id, err))
+		e.finish()
 		return
 	}
+	e.inst = inst
 	e.started.Store(true)
 	e.event(events.EntityStarted, "")
-	for env := e.next(); env != nil; env = e.next() {
+	e.serve()
+}
+
+// serve handles queued messages until the mailbox is empty (the entity
+// parks and the goroutine ends) or the entity is to stop (it stops).
+func (e *entity) serve() {
+	r := e.sh.r
+	for {
+		env, stop := e.next()
+		if stop {
+			break
+		}
+		if env == nil {
+			return // parked
+		}
 		if !env.take() {
 			continue
 		}
-		res, herr := e.handle(inst, env)
+		res, herr := e.handle(e.inst, env)
 		e.touch()
 		if herr != nil {
 			env.finish(Reply{}, &EntityError{Entity: e.id, Err: herr})
@@ -169,10 +191,19 @@ func (e *entity) run() {
 		env.finish(Reply{Payload: res, Node: r.self, Shard: e.sh.id, EntityIncarnation: e.inc}, nil)
 	}
 	detail := ""
-	if serr := e.stop(inst); serr != nil {
+	if serr := e.stop(e.inst); serr != nil {
 		detail = "stopped with error: " + serr.Error()
 	}
 	e.event(events.EntityStopped, detail)
+	e.finish()
+}
+
+// finish ends the incarnation: its context, its done channel, and the
+// shard's bookkeeping.
+func (e *entity) finish() {
+	e.cancel()
+	close(e.done)
+	e.sh.entityDone(e)
 }
 
 func (e *entity) start(ec EntityContext) (inst Entity, err error) {
