@@ -225,3 +225,30 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any) err
 	}
 	return nil
 }
+
+// EntityRequest is POST /v1/entity.
+type EntityRequest struct {
+	Type    string          `json:"type"`
+	ID      string          `json:"id"`
+	Op      string          `json:"op"`
+	Payload json.RawMessage `json:"payload,omitempty"`
+	Sender  string          `json:"sender,omitempty"`
+	Mode    string          `json:"mode,omitempty"`
+}
+
+// EntityReply is the answer to an ask.
+type EntityReply struct {
+	ServedBy          ServedBy        `json:"served_by"`
+	Type              string          `json:"type"`
+	ID                string          `json:"id"`
+	Shard             string          `json:"shard"`
+	Node              string          `json:"node"`
+	EntityIncarnation string          `json:"entity_incarnation"`
+	Result            json.RawMessage `json:"result"`
+}
+
+// Entity sends one entity operation and waits for its reply.
+func (c *Client) Entity(ctx context.Context, req EntityRequest) (EntityReply, error) {
+	var r EntityReply
+	return r, c.do(ctx, http.MethodPost, "/v1/entity", req, &r)
+}

@@ -1,12 +1,15 @@
 // Package smoke is a short end-to-end check of a running cluster through
 // the node protocol: clients take ids from the id-generator singleton on
-// every node while the oldest member leaves gracefully; ids must never
-// repeat, each client must see them increase, and afterwards the survivors
-// must agree on a new oldest that runs the only singleton.
+// every node, and a writer writes register entities through every node,
+// while the oldest member leaves gracefully (handing off its shards, then
+// its singletons). Ids must never repeat, each client must see them
+// increase, every acknowledged write must survive the hand-offs, and the
+// survivors must agree on a new oldest that runs the only singleton.
 package smoke
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -34,6 +37,8 @@ type Result struct {
 	OK, Fail, Unknown int
 	// OKAfterLeave counts ids handed out after the oldest had left.
 	OKAfterLeave int
+	// EntityWrites counts acknowledged register compare-and-sets.
+	EntityWrites int
 	Left         string
 	NewOldest    string
 	Problems     []string
@@ -46,6 +51,7 @@ func (r Result) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "next-id: %d ok, %d failed, %d unknown; %d ok after %s left; new oldest %s\n",
 		r.OK, r.Fail, r.Unknown, r.OKAfterLeave, r.Left, r.NewOldest)
+	fmt.Fprintf(&b, "entities: %d acknowledged register compare-and-sets, each checked against the last acknowledged value\n", r.EntityWrites)
 	for _, p := range r.Problems {
 		fmt.Fprintf(&b, "PROBLEM: %s\n", p)
 	}
@@ -132,6 +138,92 @@ func Run(ctx context.Context, nodes []Node, d time.Duration, log *slog.Logger) (
 		}
 	}
 
+	// One writer updates register entities through every node in turn with
+	// compare-and-set, so each key's value is always known: the last
+	// acknowledged write, or one of the writes after it whose outcome was
+	// unknown. A CAS that finds any other value means the entity lost or
+	// invented state (e.g. across a hand-off).
+	const keys = 20
+	const null = int64(-1)
+	allowed := make([]map[int64]bool, keys)
+	for k := range allowed {
+		allowed[k] = map[int64]bool{null: true}
+	}
+	writes := 0
+	entityProblem := func(k int, got int64, what string) {
+		problems = append(problems, fmt.Sprintf("k%d: %s found %s, but only %v are possible", k, what, show(got), showAll(allowed[k])))
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := int64(1); cctx.Err() == nil; i++ {
+			k := int(i % keys)
+			var n Node
+			for {
+				n = nodes[int(i)%len(nodes)]
+				mu.Lock()
+				gone := left && n.Name == nodes[leaver].Name
+				mu.Unlock()
+				if !gone {
+					break
+				}
+				i++
+			}
+			id := fmt.Sprintf("k%d", k)
+			mu.Lock()
+			ambiguous := len(allowed[k]) > 1
+			var expect int64
+			for v := range allowed[k] {
+				expect = v
+			}
+			mu.Unlock()
+			if ambiguous {
+				// An earlier write's outcome is unknown: read to resolve it.
+				rctx, cancel := context.WithTimeout(cctx, 3*time.Second)
+				rep, err := n.Client.Entity(rctx, nodeclient.EntityRequest{Type: "register", ID: id, Op: "read"})
+				cancel()
+				if err != nil {
+					continue
+				}
+				got := registerValue(rep.Result)
+				mu.Lock()
+				if !allowed[k][got] {
+					entityProblem(k, got, "a read")
+				}
+				allowed[k] = map[int64]bool{got: true}
+				mu.Unlock()
+				continue
+			}
+			exp := "null"
+			if expect != null {
+				exp = fmt.Sprint(expect)
+			}
+			rctx, cancel := context.WithTimeout(cctx, 3*time.Second)
+			rep, err := n.Client.Entity(rctx, nodeclient.EntityRequest{
+				Type: "register", ID: id, Op: "cas",
+				Payload: json.RawMessage(fmt.Sprintf(`{"expect":%s,"value":%d}`, exp, i)),
+			})
+			cancel()
+			mu.Lock()
+			switch nodeclient.OutcomeOf(err) {
+			case nodeclient.OK:
+				var r struct{ OK bool }
+				json.Unmarshal(rep.Result, &r)
+				if r.OK {
+					allowed[k] = map[int64]bool{i: true}
+					writes++
+				} else {
+					got := registerValue(rep.Result)
+					entityProblem(k, got, "a compare-and-set")
+					allowed[k] = map[int64]bool{got: true}
+				}
+			case nodeclient.Unknown:
+				allowed[k][i] = true
+			}
+			mu.Unlock()
+		}
+	}()
+
 	wait := func(t time.Duration) {
 		select {
 		case <-cctx.Done():
@@ -177,9 +269,54 @@ func Run(ctx context.Context, nodes []Node, d time.Duration, log *slog.Logger) (
 	if res.OKAfterLeave == 0 {
 		problems = append(problems, "no id was handed out after the oldest left")
 	}
+	if writes == 0 {
+		problems = append(problems, "no entity write succeeded")
+	}
+	res.EntityWrites = writes
+	for k := range keys {
+		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		rep, err := rest[k%len(rest)].Client.Entity(rctx, nodeclient.EntityRequest{Type: "register", ID: fmt.Sprintf("k%d", k), Op: "read"})
+		cancel()
+		if err != nil {
+			problems = append(problems, fmt.Sprintf("read k%d after the leave: %v", k, err))
+			continue
+		}
+		if got := registerValue(rep.Result); !allowed[k][got] {
+			entityProblem(k, got, "the final read")
+		}
+	}
 	sort.Strings(problems)
 	res.Problems = problems
 	return res, nil
+}
+
+// registerValue reads a register result's value; -1 stands for null.
+func registerValue(result json.RawMessage) int64 {
+	var v struct{ Value *int64 }
+	if json.Unmarshal(result, &v) != nil || v.Value == nil {
+		return -1
+	}
+	return *v.Value
+}
+
+func show(v int64) string {
+	if v == -1 {
+		return "null"
+	}
+	return fmt.Sprint(v)
+}
+
+func showAll(m map[int64]bool) []string {
+	vals := make([]int64, 0, len(m))
+	for v := range m {
+		vals = append(vals, v)
+	}
+	sort.Slice(vals, func(i, j int) bool { return vals[i] < vals[j] })
+	out := make([]string, len(vals))
+	for i, v := range vals {
+		out[i] = show(v)
+	}
+	return out
 }
 
 // agreedOldest waits until every node is ready with want members, none
