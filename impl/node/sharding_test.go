@@ -319,21 +319,7 @@ func TestEntityBadRequests(t *testing.T) {
 // the resolver downed it, and their persisted state survives.
 func TestHostingNodeCrash(t *testing.T) {
 	tc := newTestCluster(t, 3)
-	oldest := tc.byUID(tc.agreedOldest(tc.nodes, 3))
-	for i := range 40 {
-		if _, err := write(oldest.n.Addr(), fmt.Sprintf("h%d", i), 100+i); err != nil {
-			t.Fatal(err)
-		}
-	}
-	var victim *testNode
-	for _, tn := range tc.nodes {
-		if tn != oldest && len(tn.n.Status().Sharding[0].Region.Shards) > 0 {
-			victim = tn
-		}
-	}
-	if victim == nil {
-		t.Fatal("no non-oldest node hosts a shard")
-	}
+	oldest, victim := tc.writeAndPickHost(40)
 	victimUID := victim.n.Status().Self.UID
 	tc.crash(victim)
 	for i := range 40 {
@@ -383,21 +369,7 @@ func TestHostingNodeCrash(t *testing.T) {
 // (TestHostingNodeCrash).
 func TestSkipReplayBugLosesState(t *testing.T) {
 	tc := newTestCluster(t, 3, func(c *Config) { c.Bugs = []string{BugEntitySkipReplay} })
-	oldest := tc.byUID(tc.agreedOldest(tc.nodes, 3))
-	for i := range 40 {
-		if _, err := write(oldest.n.Addr(), fmt.Sprintf("h%d", i), 100+i); err != nil {
-			t.Fatal(err)
-		}
-	}
-	var victim *testNode
-	for _, tn := range tc.nodes {
-		if tn != oldest && len(tn.n.Status().Sharding[0].Region.Shards) > 0 {
-			victim = tn
-		}
-	}
-	if victim == nil {
-		t.Fatal("no non-oldest node hosts a shard")
-	}
+	oldest, victim := tc.writeAndPickHost(40)
 	moved := map[string]bool{}
 	for _, sh := range victim.n.Status().Sharding[0].Region.Shards {
 		for _, e := range sh.Entities {
@@ -578,4 +550,25 @@ func TestTellKeepsSenderOrder(t *testing.T) {
 		}
 		next[e.Client]++
 	}
+}
+
+// writeAndPickHost writes register keys h0..h(n-1) with values 100+i and
+// returns the oldest node and another node that hosts some of them.
+func (tc *testCluster) writeAndPickHost(n int) (oldest, host *testNode) {
+	tc.t.Helper()
+	oldest = tc.byUID(tc.agreedOldest(tc.nodes, len(tc.nodes)))
+	for i := range n {
+		if _, err := write(oldest.n.Addr(), fmt.Sprintf("h%d", i), 100+i); err != nil {
+			tc.t.Fatal(err)
+		}
+	}
+	for _, tn := range tc.nodes {
+		if tn != oldest && len(tn.n.Status().Sharding[0].Region.Shards) > 0 {
+			host = tn
+		}
+	}
+	if host == nil {
+		tc.t.Fatal("no node but the oldest hosts a shard")
+	}
+	return oldest, host
 }

@@ -217,3 +217,21 @@ func IsDefiniteFailure(err error) bool {
 	var re *RemoteError
 	return errors.As(err, &re) && re.Body.Outcome == OutcomeFail
 }
+
+// WriteJSON writes v as a JSON answer with status; if v cannot be encoded
+// the answer is a 500 with an unknown outcome.
+func WriteJSON(w http.ResponseWriter, status int, v any) {
+	data, err := json.Marshal(v)
+	if err != nil {
+		status = http.StatusInternalServerError
+		data, _ = json.Marshal(ErrorBody{Error: "encode answer: " + err.Error(), Code: "internal", Outcome: OutcomeUnknown})
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(data, '\n'))
+}
+
+// WriteFail writes a definite failure: the request had no effect.
+func WriteFail(w http.ResponseWriter, status int, code, msg string) {
+	WriteJSON(w, status, ErrorBody{Error: msg, Code: code, Outcome: OutcomeFail})
+}

@@ -91,7 +91,7 @@ func (rt *router) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	rest := strings.TrimPrefix(req.URL.Path, routePrefix)
 	i := strings.LastIndexByte(rest, '/')
 	if i <= 0 {
-		writeError(w, http.StatusNotFound, CodeNotFound, "no such endpoint: "+req.URL.Path)
+		peer.WriteFail(w, http.StatusNotFound, CodeNotFound, "no such endpoint: "+req.URL.Path)
 		return
 	}
 	typ, op := rest[:i], rest[i+1:]
@@ -99,28 +99,28 @@ func (rt *router) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	r := rt.regions[typ]
 	rt.mu.RUnlock()
 	if r == nil {
-		writeError(w, http.StatusNotFound, CodeNotFound, "no region for entity type "+typ+" on this node")
+		peer.WriteFail(w, http.StatusNotFound, CodeNotFound, "no region for entity type "+typ+" on this node")
 		return
 	}
 	switch op {
 	case opDeliver, opHostShard, opBeginHandOff, opHandOff:
 	default:
-		writeError(w, http.StatusNotFound, CodeNotFound, "no such endpoint: "+req.URL.Path)
+		peer.WriteFail(w, http.StatusNotFound, CodeNotFound, "no such endpoint: "+req.URL.Path)
 		return
 	}
 	if req.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
-		writeError(w, http.StatusMethodNotAllowed, CodeMethod, "use POST")
+		peer.WriteFail(w, http.StatusMethodNotAllowed, CodeMethod, "use POST")
 		return
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, req.Body, maxBody))
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			writeError(w, http.StatusRequestEntityTooLarge, CodeBadRequest, "request body too large")
+			peer.WriteFail(w, http.StatusRequestEntityTooLarge, CodeBadRequest, "request body too large")
 			return
 		}
-		writeError(w, http.StatusBadRequest, CodeBadJSON, "read body: "+err.Error())
+		peer.WriteFail(w, http.StatusBadRequest, CodeBadJSON, "read body: "+err.Error())
 		return
 	}
 	if op == opDeliver {
@@ -129,85 +129,69 @@ func (rt *router) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	}
 	var sr ShardRequest
 	if err := json.Unmarshal(body, &sr); err != nil {
-		writeError(w, http.StatusBadRequest, CodeBadJSON, "malformed JSON: "+err.Error())
+		peer.WriteFail(w, http.StatusBadRequest, CodeBadJSON, "malformed JSON: "+err.Error())
 		return
 	}
 	if sr.Shard == "" || len(sr.Shard) > 256 {
-		writeError(w, http.StatusBadRequest, CodeBadRequest, `"shard" must be a non-empty id of at most 256 bytes`)
+		peer.WriteFail(w, http.StatusBadRequest, CodeBadRequest, `"shard" must be a non-empty id of at most 256 bytes`)
 		return
 	}
 	switch op {
 	case opHostShard:
 		switch err := r.hostShard(sr.Shard); {
 		case err == nil:
-			writeJSON(w, http.StatusOK, ShardAnswer{Shard: sr.Shard, State: StateHosted})
+			peer.WriteJSON(w, http.StatusOK, ShardAnswer{Shard: sr.Shard, State: StateHosted})
 		case errors.Is(err, errProxyOnly):
-			writeError(w, http.StatusConflict, CodeProxyOnly, err.Error())
+			peer.WriteFail(w, http.StatusConflict, CodeProxyOnly, err.Error())
 		case errors.Is(err, errHandingOff):
-			writeError(w, http.StatusServiceUnavailable, CodeHandingOff, err.Error())
+			peer.WriteFail(w, http.StatusServiceUnavailable, CodeHandingOff, err.Error())
 		default:
-			writeError(w, http.StatusServiceUnavailable, CodeRegionStop, err.Error())
+			peer.WriteFail(w, http.StatusServiceUnavailable, CodeRegionStop, err.Error())
 		}
 	case opBeginHandOff:
 		r.beginHandOff(sr.Shard)
-		writeJSON(w, http.StatusOK, ShardAnswer{Shard: sr.Shard, State: StateBuffering})
+		peer.WriteJSON(w, http.StatusOK, ShardAnswer{Shard: sr.Shard, State: StateBuffering})
 	case opHandOff:
 		r.handOff(sr.Shard)
-		writeJSON(w, http.StatusOK, ShardAnswer{Shard: sr.Shard, State: StateShardStopped})
+		peer.WriteJSON(w, http.StatusOK, ShardAnswer{Shard: sr.Shard, State: StateShardStopped})
 	}
 }
 
 func (r *Region) serveDeliver(w http.ResponseWriter, ctx context.Context, body []byte) {
 	var msg Message
 	if err := json.Unmarshal(body, &msg); err != nil {
-		writeError(w, http.StatusBadRequest, CodeBadJSON, "malformed JSON: "+err.Error())
+		peer.WriteFail(w, http.StatusBadRequest, CodeBadJSON, "malformed JSON: "+err.Error())
 		return
 	}
 	if msg.EntityID == "" {
-		writeError(w, http.StatusBadRequest, CodeBadRequest, `"entity_id" is required`)
+		peer.WriteFail(w, http.StatusBadRequest, CodeBadRequest, `"entity_id" is required`)
 		return
 	}
 	if r.extract(msg.EntityID) == "" {
-		writeError(w, http.StatusBadRequest, CodeBadRequest, "entity id maps to an empty shard id")
+		peer.WriteFail(w, http.StatusBadRequest, CodeBadRequest, "entity id maps to an empty shard id")
 		return
 	}
 	rep, err := r.localDeliver(ctx, msg)
 	if err == nil {
-		writeJSON(w, http.StatusOK, rep)
+		peer.WriteJSON(w, http.StatusOK, rep)
 		return
 	}
 	var ee *EntityError
 	var rej *Rejection
 	switch {
 	case errors.As(err, &rej):
-		writeJSON(w, http.StatusConflict, peer.ErrorBody{Error: err.Error(), Code: CodeEntityRejected, Reason: rej.Code, Outcome: peer.OutcomeFail})
+		peer.WriteJSON(w, http.StatusConflict, peer.ErrorBody{Error: err.Error(), Code: CodeEntityRejected, Reason: rej.Code, Outcome: peer.OutcomeFail})
 	case errors.Is(err, ErrShardNotHere):
-		writeError(w, http.StatusServiceUnavailable, CodeShardNotHere, err.Error())
+		peer.WriteFail(w, http.StatusServiceUnavailable, CodeShardNotHere, err.Error())
 	case errors.As(err, &ee):
-		writeJSON(w, http.StatusInternalServerError, peer.ErrorBody{Error: err.Error(), Code: CodeEntityError, Outcome: peer.OutcomeUnknown})
+		peer.WriteJSON(w, http.StatusInternalServerError, peer.ErrorBody{Error: err.Error(), Code: CodeEntityError, Outcome: peer.OutcomeUnknown})
 	case errors.Is(err, ErrRegionStopped):
-		writeError(w, http.StatusServiceUnavailable, CodeRegionStop, err.Error())
+		peer.WriteFail(w, http.StatusServiceUnavailable, CodeRegionStop, err.Error())
 	case errors.Is(err, ErrEntityUnavailable):
-		writeError(w, http.StatusServiceUnavailable, CodeEntityDown, err.Error())
+		peer.WriteFail(w, http.StatusServiceUnavailable, CodeEntityDown, err.Error())
 	case errors.Is(err, ErrNotDelivered):
-		writeError(w, http.StatusServiceUnavailable, CodeNotDelivered, err.Error())
+		peer.WriteFail(w, http.StatusServiceUnavailable, CodeNotDelivered, err.Error())
 	default:
-		writeJSON(w, http.StatusGatewayTimeout, peer.ErrorBody{Error: err.Error(), Code: CodeTimeout, Outcome: peer.OutcomeUnknown})
+		peer.WriteJSON(w, http.StatusGatewayTimeout, peer.ErrorBody{Error: err.Error(), Code: CodeTimeout, Outcome: peer.OutcomeUnknown})
 	}
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	data, err := json.Marshal(v)
-	if err != nil {
-		status = http.StatusInternalServerError
-		data, _ = json.Marshal(peer.ErrorBody{Error: "encode answer: " + err.Error(), Code: "internal", Outcome: peer.OutcomeUnknown})
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_, _ = w.Write(append(data, '\n'))
-}
-
-// writeError writes a definite failure.
-func writeError(w http.ResponseWriter, status int, code, msg string) {
-	writeJSON(w, status, peer.ErrorBody{Error: msg, Code: code, Outcome: peer.OutcomeFail})
 }

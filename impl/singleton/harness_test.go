@@ -15,55 +15,23 @@ import (
 
 	"github.com/shardtest/shardtest/impl/clock"
 	"github.com/shardtest/shardtest/impl/cluster"
+	"github.com/shardtest/shardtest/impl/cluster/clustertest"
 	"github.com/shardtest/shardtest/impl/events"
 	"github.com/shardtest/shardtest/impl/peer"
 	"github.com/shardtest/shardtest/impl/persistence"
 )
 
-// ---- polling ----
+// ---- polling and fake membership (impl/cluster/clustertest) ----
 
 // eventually polls cond until it holds or timeout passes.
 func eventually(t testing.TB, timeout time.Duration, cond func() bool, format string, args ...any) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v: "+format, append([]any{timeout}, args...)...)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	clustertest.Eventually(t, timeout, cond, format, args...)
 }
 
-// ---- fake membership ----
+type fakeMembership = clustertest.Membership
 
-type fakeMembership struct {
-	mu   sync.Mutex
-	snap cluster.Snapshot
-	ch   chan struct{}
-}
-
-func newFakeMembership() *fakeMembership { return &fakeMembership{ch: make(chan struct{})} }
-
-func (f *fakeMembership) Snapshot() cluster.Snapshot {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.snap
-}
-
-func (f *fakeMembership) Changed() <-chan struct{} {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.ch
-}
-
-func (f *fakeMembership) Set(s cluster.Snapshot) {
-	f.mu.Lock()
-	s.Version = f.snap.Version + 1
-	f.snap = s
-	close(f.ch)
-	f.ch = make(chan struct{})
-	f.mu.Unlock()
-}
+func newFakeMembership() *fakeMembership { return clustertest.NewMembership() }
 
 // ---- fake journal ----
 

@@ -68,42 +68,26 @@ func (rt *router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rest := strings.TrimPrefix(r.URL.Path, routePrefix)
 	name, op, ok := strings.Cut(rest, "/")
 	if !ok || name == "" {
-		writeError(w, http.StatusNotFound, CodeNotFound, "no such endpoint: "+r.URL.Path)
+		peer.WriteFail(w, http.StatusNotFound, CodeNotFound, "no such endpoint: "+r.URL.Path)
 		return
 	}
 	m := rt.get(name)
 	if m == nil {
-		writeError(w, http.StatusNotFound, CodeUnknownName, fmt.Sprintf("no singleton named %q on this node", name))
+		peer.WriteFail(w, http.StatusNotFound, CodeUnknownName, fmt.Sprintf("no singleton named %q on this node", name))
 		return
 	}
 	switch op {
 	case opHandOverToMe, opTakeOverFromMe, opHandOverDone, opRequest:
 	default:
-		writeError(w, http.StatusNotFound, CodeNotFound, "no such endpoint: "+r.URL.Path)
+		peer.WriteFail(w, http.StatusNotFound, CodeNotFound, "no such endpoint: "+r.URL.Path)
 		return
 	}
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
-		writeError(w, http.StatusMethodNotAllowed, CodeMethod, "use POST")
+		peer.WriteFail(w, http.StatusMethodNotAllowed, CodeMethod, "use POST")
 		return
 	}
 	m.serve(op, w, r)
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	data, err := json.Marshal(v)
-	if err != nil {
-		status = http.StatusInternalServerError
-		data, _ = json.Marshal(peer.ErrorBody{Error: "encode answer: " + err.Error(), Code: CodeInstanceError, Outcome: peer.OutcomeUnknown})
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_, _ = w.Write(append(data, '\n'))
-}
-
-// writeError writes a definite failure.
-func writeError(w http.ResponseWriter, status int, code, msg string) {
-	writeJSON(w, status, peer.ErrorBody{Error: msg, Code: code, Outcome: peer.OutcomeFail})
 }
 
 func (m *Manager) serve(op string, w http.ResponseWriter, r *http.Request) {
@@ -111,10 +95,10 @@ func (m *Manager) serve(op string, w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			writeError(w, http.StatusRequestEntityTooLarge, CodeBadRequest, "request body too large")
+			peer.WriteFail(w, http.StatusRequestEntityTooLarge, CodeBadRequest, "request body too large")
 			return
 		}
-		writeError(w, http.StatusBadRequest, CodeBadJSON, "read body: "+err.Error())
+		peer.WriteFail(w, http.StatusBadRequest, CodeBadJSON, "read body: "+err.Error())
 		return
 	}
 	if op == opRequest {
@@ -123,38 +107,38 @@ func (m *Manager) serve(op string, w http.ResponseWriter, r *http.Request) {
 	}
 	var fb fromBody
 	if err := json.Unmarshal(body, &fb); err != nil {
-		writeError(w, http.StatusBadRequest, CodeBadJSON, "malformed JSON: "+err.Error())
+		peer.WriteFail(w, http.StatusBadRequest, CodeBadJSON, "malformed JSON: "+err.Error())
 		return
 	}
 	if fb.From == "" {
-		writeError(w, http.StatusBadRequest, CodeBadRequest, `"from" (the sender's member uid) is required`)
+		peer.WriteFail(w, http.StatusBadRequest, CodeBadRequest, `"from" (the sender's member uid) is required`)
 		return
 	}
 	ans, ok := m.ask(r, op, fb.From)
 	if !ok {
-		writeError(w, http.StatusServiceUnavailable, CodeNoManager, "singleton manager is not running")
+		peer.WriteFail(w, http.StatusServiceUnavailable, CodeNoManager, "singleton manager is not running")
 		return
 	}
-	writeJSON(w, http.StatusOK, stateBody{State: ans})
+	peer.WriteJSON(w, http.StatusOK, stateBody{State: ans})
 }
 
 func (m *Manager) serveRequest(w http.ResponseWriter, r *http.Request, body []byte) {
 	var req Request
 	if err := json.Unmarshal(body, &req); err != nil {
-		writeError(w, http.StatusBadRequest, CodeBadJSON, "malformed JSON: "+err.Error())
+		peer.WriteFail(w, http.StatusBadRequest, CodeBadJSON, "malformed JSON: "+err.Error())
 		return
 	}
 	res, err := m.Handle(r.Context(), req)
 	if err != nil {
 		status, eb := errorBody(err)
-		writeJSON(w, status, eb)
+		peer.WriteJSON(w, status, eb)
 		return
 	}
 	if len(res) == 0 {
 		res = json.RawMessage("null")
 	}
 	if !json.Valid(res) {
-		writeJSON(w, http.StatusInternalServerError, peer.ErrorBody{
+		peer.WriteJSON(w, http.StatusInternalServerError, peer.ErrorBody{
 			Error: "instance replied with invalid JSON", Code: CodeInstanceError, Outcome: peer.OutcomeUnknown})
 		return
 	}

@@ -209,7 +209,7 @@ func TestProxyDeadlineWhileBuffered(t *testing.T) {
 // unknown outcome is returned after a single attempt.
 func TestProxyRemoteOutcomes(t *testing.T) {
 	notRunning := func(w http.ResponseWriter) {
-		writeJSON(w, 503, peer.ErrorBody{Error: "no", Code: CodeNotRunning, Outcome: peer.OutcomeFail})
+		peer.WriteJSON(w, 503, peer.ErrorBody{Error: "no", Code: CodeNotRunning, Outcome: peer.OutcomeFail})
 	}
 	tests := []struct {
 		name        string
@@ -227,7 +227,7 @@ func TestProxyRemoteOutcomes(t *testing.T) {
 					notRunning(w)
 					return
 				}
-				writeJSON(w, 200, map[string]int{"id": 7})
+				peer.WriteJSON(w, 200, map[string]int{"id": 7})
 			},
 			wantHits: 3,
 		},
@@ -235,17 +235,17 @@ func TestProxyRemoteOutcomes(t *testing.T) {
 			name: "failed instance is retried",
 			handler: func(hit int, w http.ResponseWriter, r *http.Request) {
 				if hit == 1 {
-					writeJSON(w, 503, peer.ErrorBody{Error: "fenced", Code: CodeFailed, Outcome: peer.OutcomeFail})
+					peer.WriteJSON(w, 503, peer.ErrorBody{Error: "fenced", Code: CodeFailed, Outcome: peer.OutcomeFail})
 					return
 				}
-				writeJSON(w, 200, map[string]int{"id": 7})
+				peer.WriteJSON(w, 200, map[string]int{"id": 7})
 			},
 			wantHits: 2,
 		},
 		{
 			name: "unknown outcome answer",
 			handler: func(hit int, w http.ResponseWriter, r *http.Request) {
-				writeJSON(w, 503, peer.ErrorBody{Error: "journal down", Code: CodeOutcomeUnknown, Outcome: peer.OutcomeUnknown})
+				peer.WriteJSON(w, 503, peer.ErrorBody{Error: "journal down", Code: CodeOutcomeUnknown, Outcome: peer.OutcomeUnknown})
 			},
 			wantHits: 1, wantErr: ErrUnknownOutcome,
 		},
@@ -279,7 +279,7 @@ func TestProxyRemoteOutcomes(t *testing.T) {
 		{
 			name: "bad request",
 			handler: func(hit int, w http.ResponseWriter, r *http.Request) {
-				writeJSON(w, 400, peer.ErrorBody{Error: "op", Code: CodeBadRequest, Outcome: peer.OutcomeFail})
+				peer.WriteJSON(w, 400, peer.ErrorBody{Error: "op", Code: CodeBadRequest, Outcome: peer.OutcomeFail})
 			},
 			wantHits: 1, wantErr: ErrBadRequest, wantDefined: true,
 		},
