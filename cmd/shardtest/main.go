@@ -29,6 +29,6 @@ func newRootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newNodeCmd(), newJournalCmd(), newClusterCmd())
+	root.AddCommand(newNodeCmd(), newJournalCmd(), newClusterCmd(), newCleanupCmd())
 	return root
 }

@@ -1,0 +1,520 @@
+package docker
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"log/slog"
+	"net/http"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/moby/moby/api/pkg/stdcopy"
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/api/types/mount"
+	"github.com/moby/moby/api/types/network"
+	"github.com/moby/moby/client"
+
+	"github.com/shardtest/shardtest/harness/nodeclient"
+)
+
+// Ports inside the containers.
+const (
+	JournalPort = 7400
+	HTTPPort    = 7500
+	GossipPort  = 7946
+)
+
+// subnetBase is the /16 the clusters' /24 subnets are chosen from.
+var subnetBase = netip.MustParsePrefix("172.30.0.0/16")
+
+// Options configures a Docker cluster.
+type Options struct {
+	Nodes int
+	// RunID names the run (letters, digits, '.', '_', '-'); default random.
+	RunID string
+	// Dir receives every container's log (<name>.log).
+	Dir string
+	// NodeArgs are extra command-line flags for every node.
+	NodeArgs []string
+	// Binary is a static shardtest binary for the image (default
+	// StaticBinary).
+	Binary string
+	Logger *slog.Logger
+	// Client is the engine to use (default NewClient). Stop closes it only
+	// if Start opened it.
+	Client *client.Client
+}
+
+// Node is one container of the cluster.
+type Node struct {
+	Name string
+	// HTTPAddr is the node protocol address published on the host
+	// (127.0.0.1:port).
+	HTTPAddr    string
+	IP          string // on the cluster network
+	ContainerID string
+	exited      chan struct{}
+}
+
+// Exited returns a channel closed once the container has stopped running.
+func (n Node) Exited() <-chan struct{} { return n.exited }
+
+// Cluster is a running Docker cluster.
+type Cluster struct {
+	opts      Options
+	cli       *client.Client
+	ownClient bool
+	runID     string
+	image     string
+	network   string
+	subnet    netip.Prefix
+	journal   *Node
+	nodes     []*Node
+	// ctx ends the containers' watchers at Stop.
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	stopOnce sync.Once
+	stopErr  error
+}
+
+var runIDPattern = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,39}$`)
+
+// NewRunID returns a fresh random run id.
+func NewRunID() string {
+	b := make([]byte, 4)
+	rand.Read(b)
+	return time.Now().UTC().Format("0102-150405") + "-" + hex.EncodeToString(b)
+}
+
+// Subnet returns the /24 of 172.30.0.0/16 for a run on its attempt-th try
+// (from 0): the run id's hash picks the first, later tries the next ones.
+func Subnet(runID string, attempt int) netip.Prefix {
+	h := fnv.New32a()
+	h.Write([]byte(runID))
+	third := (h.Sum32() + uint32(attempt)) % 256
+	a := subnetBase.Addr().As4()
+	a[2] = byte(third)
+	return netip.PrefixFrom(netip.AddrFrom4(a), 24)
+}
+
+// hostIP returns address .last of a /24.
+func hostIP(subnet netip.Prefix, last int) netip.Addr {
+	a := subnet.Addr().As4()
+	a[3] = byte(last)
+	return netip.AddrFrom4(a)
+}
+
+// Start creates the network, the journal and the nodes, and waits until
+// every node is ready. If it fails, it removes everything it created.
+func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
+	if opts.Nodes < 1 || opts.Nodes > 200 {
+		return nil, fmt.Errorf("docker: want 1 to 200 nodes, got %d", opts.Nodes)
+	}
+	if opts.RunID == "" {
+		opts.RunID = NewRunID()
+	}
+	if !runIDPattern.MatchString(opts.RunID) {
+		return nil, fmt.Errorf("docker: run id %q: want up to 40 letters, digits, '.', '_' or '-'", opts.RunID)
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.Dir == "" {
+		return nil, errors.New("docker: Options.Dir (for the logs) is required")
+	}
+	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("docker: results directory: %w", err)
+	}
+	c := &Cluster{opts: opts, cli: opts.Client, runID: opts.RunID}
+	if c.cli == nil {
+		if c.cli, err = NewClient(ctx); err != nil {
+			return nil, err
+		}
+		c.ownClient = true
+	} else if err := Ping(ctx, c.cli); err != nil {
+		return nil, err
+	}
+	if opts.Binary == "" {
+		if opts.Binary, err = StaticBinary(ctx); err != nil {
+			c.closeClient()
+			return nil, err
+		}
+	} else if static, err := IsStaticELF(opts.Binary); !static {
+		c.closeClient()
+		if err == nil {
+			err = errors.New("it needs a program interpreter (libc)")
+		}
+		return nil, fmt.Errorf("docker: --binary %s is not a static Linux executable (%v); build it with CGO_ENABLED=0 go build ./cmd/shardtest", opts.Binary, err)
+	}
+	c.ctx, c.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	defer func() {
+		if err != nil {
+			if ctx.Err() != nil {
+				err = fmt.Errorf("docker: interrupted while starting run %s; removing what was created: %w", c.runID, err)
+			}
+			// Clean up even if ctx was cancelled (Ctrl-C).
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+			defer cancel()
+			if serr := c.Stop(sctx); serr != nil {
+				err = fmt.Errorf("%w (and cleaning up: %v)", err, serr)
+			}
+		}
+	}()
+	log := opts.Logger.With("run", c.runID)
+	t0 := time.Now()
+	if c.image, err = EnsureImage(ctx, c.cli, opts.Binary); err != nil {
+		return nil, err
+	}
+	log.Info("docker: image ready", "image", c.image, "took", time.Since(t0).Round(time.Millisecond))
+	if err := c.createNetwork(ctx); err != nil {
+		return nil, err
+	}
+	log.Info("docker: network created", "network", c.network, "subnet", c.subnet)
+
+	jip := hostIP(c.subnet, 2)
+	vol := "shardtest-" + c.runID + "-journal-data"
+	if _, err := c.cli.VolumeCreate(ctx, client.VolumeCreateOptions{Name: vol, Labels: c.labels()}); err != nil {
+		return nil, fmt.Errorf("docker: create volume %s: %w", vol, err)
+	}
+	c.journal = &Node{Name: "journal", IP: jip.String()}
+	err = c.run(ctx, c.journal, JournalPort,
+		&container.Config{
+			Cmd: []string{"journal", "--listen", "0.0.0.0:" + strconv.Itoa(JournalPort), "--data", "/data"},
+		},
+		&container.HostConfig{
+			Mounts: []mount.Mount{{Type: mount.TypeVolume, Source: vol, Target: "/data"}},
+		})
+	if err != nil {
+		return nil, err
+	}
+	if err := c.waitJournal(ctx, 30*time.Second); err != nil {
+		return nil, err
+	}
+	log.Info("docker: journal up", "addr", c.journal.HTTPAddr)
+
+	var seeds []string
+	for i := 1; i <= opts.Nodes; i++ {
+		seeds = append(seeds, hostIP(c.subnet, 10+i).String()+":"+strconv.Itoa(GossipPort))
+	}
+	for i := 1; i <= opts.Nodes; i++ {
+		ip := hostIP(c.subnet, 10+i).String()
+		n := &Node{Name: "n" + strconv.Itoa(i), IP: ip}
+		env := []string{
+			"SHARDTEST_NAME=" + n.Name,
+			"SHARDTEST_HTTP=0.0.0.0:" + strconv.Itoa(HTTPPort),
+			"SHARDTEST_HTTP_ADVERTISE=" + ip + ":" + strconv.Itoa(HTTPPort),
+			"SHARDTEST_GOSSIP_BIND=" + ip,
+			"SHARDTEST_GOSSIP_PORT=" + strconv.Itoa(GossipPort),
+			"SHARDTEST_SEEDS=" + strings.Join(seeds, ","),
+			"SHARDTEST_JOURNAL=http://" + jip.String() + ":" + strconv.Itoa(JournalPort),
+		}
+		err := c.run(ctx, n, HTTPPort,
+			&container.Config{Cmd: append([]string{"node"}, opts.NodeArgs...), Env: env},
+			&container.HostConfig{CapAdd: []string{"NET_ADMIN"}})
+		if err != nil {
+			return nil, err
+		}
+		c.nodes = append(c.nodes, n)
+		if i == 1 {
+			// The first seed bootstraps the cluster; the others join it.
+			if err := c.WaitReady(ctx, n, 60*time.Second); err != nil {
+				return nil, err
+			}
+			log.Info("docker: first node ready", "node", n.Name, "addr", n.HTTPAddr)
+		}
+	}
+	for _, n := range c.nodes {
+		if err := c.WaitReady(ctx, n, 60*time.Second); err != nil {
+			return nil, err
+		}
+	}
+	log.Info("docker: cluster ready", "nodes", len(c.nodes), "took", time.Since(t0).Round(time.Millisecond))
+	return c, nil
+}
+
+func (c *Cluster) labels() map[string]string {
+	return map[string]string{LabelManaged: "true", LabelRun: c.runID}
+}
+
+func (c *Cluster) closeClient() {
+	if c.ownClient && c.cli != nil {
+		c.cli.Close()
+	}
+}
+
+// createNetwork creates the run's bridge network on the first /24 that
+// does not overlap another network.
+func (c *Cluster) createNetwork(ctx context.Context) error {
+	name := "shardtest-" + c.runID
+	var last error
+	for attempt := range 32 {
+		subnet := Subnet(c.runID, attempt)
+		_, err := c.cli.NetworkCreate(ctx, name, client.NetworkCreateOptions{
+			Driver: "bridge",
+			IPAM: &network.IPAM{Config: []network.IPAMConfig{{
+				Subnet:  subnet,
+				Gateway: hostIP(subnet, 1),
+			}}},
+			Labels: c.labels(),
+		})
+		if err == nil {
+			c.network, c.subnet = name, subnet
+			return nil
+		}
+		if !strings.Contains(strings.ToLower(err.Error()), "overlap") {
+			return fmt.Errorf("docker: create network %s (%s): %w", name, subnet, err)
+		}
+		last = err
+	}
+	return fmt.Errorf("docker: create network %s: no free /24 in %s: %w", name, subnetBase, last)
+}
+
+// run creates and starts n's container on the cluster network with the
+// given port published on 127.0.0.1, and starts watching for its exit.
+func (c *Cluster) run(ctx context.Context, n *Node, port int, cfg *container.Config, hc *container.HostConfig) error {
+	p, err := network.ParsePort(strconv.Itoa(port) + "/tcp")
+	if err != nil {
+		return err
+	}
+	cfg.Image = c.image
+	cfg.Hostname = n.Name
+	cfg.Labels = c.labels()
+	cfg.Labels["shardtest.name"] = n.Name
+	cfg.ExposedPorts = network.PortSet{p: {}}
+	hc.NetworkMode = container.NetworkMode(c.network)
+	hc.PortBindings = network.PortMap{p: {{HostIP: netip.MustParseAddr("127.0.0.1"), HostPort: ""}}}
+	ip := netip.MustParseAddr(n.IP)
+	name := "shardtest-" + c.runID + "-" + n.Name
+	res, err := c.cli.ContainerCreate(ctx, client.ContainerCreateOptions{
+		Name:       name,
+		Config:     cfg,
+		HostConfig: hc,
+		NetworkingConfig: &network.NetworkingConfig{EndpointsConfig: map[string]*network.EndpointSettings{
+			c.network: {IPAMConfig: &network.EndpointIPAMConfig{IPv4Address: ip}},
+		}},
+	})
+	if err != nil {
+		return fmt.Errorf("docker: create container %s: %w", name, err)
+	}
+	n.ContainerID = res.ID
+	n.exited = make(chan struct{})
+	if _, err := c.cli.ContainerStart(ctx, res.ID, client.ContainerStartOptions{}); err != nil {
+		return fmt.Errorf("docker: start container %s: %w", name, err)
+	}
+	go c.watch(n)
+	ins, err := c.cli.ContainerInspect(ctx, res.ID, client.ContainerInspectOptions{})
+	if err != nil {
+		return fmt.Errorf("docker: inspect container %s: %w", name, err)
+	}
+	if ins.Container.NetworkSettings != nil {
+		for _, b := range ins.Container.NetworkSettings.Ports[p] {
+			if b.HostPort != "" && (!b.HostIP.IsValid() || b.HostIP.Is4()) {
+				n.HTTPAddr = "127.0.0.1:" + b.HostPort
+				break
+			}
+		}
+	}
+	if n.HTTPAddr == "" {
+		return fmt.Errorf("docker: container %s: port %s was not published", name, p)
+	}
+	return nil
+}
+
+// watch closes n.exited once n's container is no longer running.
+func (c *Cluster) watch(n *Node) {
+	defer close(n.exited)
+	w := c.cli.ContainerWait(c.ctx, n.ContainerID, client.ContainerWaitOptions{Condition: container.WaitConditionNotRunning})
+	select {
+	case <-w.Result:
+		return
+	case err := <-w.Error:
+		if c.ctx.Err() != nil {
+			return
+		}
+		c.opts.Logger.Debug("docker: wait failed; polling", "container", n.Name, "err", err)
+	}
+	// Fall back to polling.
+	for {
+		ins, err := c.cli.ContainerInspect(c.ctx, n.ContainerID, client.ContainerInspectOptions{})
+		if c.ctx.Err() != nil {
+			return
+		}
+		if err == nil && (ins.Container.State == nil || !ins.Container.State.Running) {
+			return
+		}
+		if err != nil && strings.Contains(err.Error(), "No such container") {
+			return
+		}
+		select {
+		case <-c.ctx.Done():
+			return
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+func (c *Cluster) waitJournal(ctx context.Context, timeout time.Duration) error {
+	url := "http://" + c.journal.HTTPAddr + "/v1/health"
+	deadline := time.Now().Add(timeout)
+	var last error
+	for {
+		rctx, cancel := context.WithTimeout(ctx, time.Second)
+		req, _ := http.NewRequestWithContext(rctx, http.MethodGet, url, nil)
+		res, err := http.DefaultClient.Do(req)
+		if err == nil {
+			res.Body.Close()
+			if res.StatusCode == http.StatusOK {
+				cancel()
+				return nil
+			}
+			err = fmt.Errorf("status %d", res.StatusCode)
+		}
+		cancel()
+		last = err
+		select {
+		case <-c.journal.exited:
+			return fmt.Errorf("docker: the journal container exited before it was healthy: %s", c.tail(ctx, c.journal))
+		default:
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("docker: journal not healthy after %v: %v", timeout, last)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// WaitReady waits until the node reports itself ready.
+func (c *Cluster) WaitReady(ctx context.Context, n *Node, timeout time.Duration) error {
+	cl := nodeclient.New(n.HTTPAddr, nil)
+	deadline := time.Now().Add(timeout)
+	for {
+		rctx, cancel := context.WithTimeout(ctx, time.Second)
+		st, err := cl.Status(rctx)
+		cancel()
+		if err == nil && st.Ready {
+			return nil
+		}
+		select {
+		case <-n.exited:
+			return fmt.Errorf("docker: %s exited before it was ready: %s", n.Name, c.tail(ctx, n))
+		default:
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("docker: %s not ready after %v: %v", n.Name, timeout, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// tail returns the last lines of a container's log, for an error message.
+func (c *Cluster) tail(ctx context.Context, n *Node) string {
+	rd, err := c.cli.ContainerLogs(context.WithoutCancel(ctx), n.ContainerID, client.ContainerLogsOptions{ShowStdout: true, ShowStderr: true, Tail: "5"})
+	if err != nil {
+		return "(no log: " + err.Error() + ")"
+	}
+	defer rd.Close()
+	var b strings.Builder
+	stdcopy.StdCopy(&b, &b, rd)
+	return "last log lines: " + strings.Join(strings.Fields(strings.ReplaceAll(b.String(), "\n", " | ")), " ")
+}
+
+// RunID is the run's id (the value of the shardtest.run label).
+func (c *Cluster) RunID() string { return c.runID }
+
+// Network is the name of the cluster network.
+func (c *Cluster) Network() string { return c.network }
+
+// Subnet is the cluster network's subnet.
+func (c *Cluster) Subnet() netip.Prefix { return c.subnet }
+
+// Image is the node image's tag.
+func (c *Cluster) Image() string { return c.image }
+
+// Journal is the journal container (HTTPAddr is its published address).
+func (c *Cluster) Journal() Node { return *c.journal }
+
+// Nodes returns the nodes, n1 first.
+func (c *Cluster) Nodes() []Node {
+	out := make([]Node, len(c.nodes))
+	for i, n := range c.nodes {
+		out[i] = *n
+	}
+	return out
+}
+
+// CopyLogs writes each container's stdout and stderr to Dir/<name>.log.
+func (c *Cluster) CopyLogs(ctx context.Context) error {
+	var errs []error
+	all := append([]*Node{}, c.nodes...)
+	if c.journal != nil {
+		all = append([]*Node{c.journal}, all...)
+	}
+	for _, n := range all {
+		if n.ContainerID == "" {
+			continue
+		}
+		if err := c.copyLog(ctx, n); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (c *Cluster) copyLog(ctx context.Context, n *Node) error {
+	rd, err := c.cli.ContainerLogs(ctx, n.ContainerID, client.ContainerLogsOptions{ShowStdout: true, ShowStderr: true})
+	if err != nil {
+		return fmt.Errorf("docker: logs of %s: %w", n.Name, err)
+	}
+	defer rd.Close()
+	f, err := os.Create(filepath.Join(c.opts.Dir, n.Name+".log"))
+	if err != nil {
+		return fmt.Errorf("docker: log of %s: %w", n.Name, err)
+	}
+	_, err = stdcopy.StdCopy(f, f, rd)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("docker: log of %s: %w", n.Name, err)
+	}
+	return nil
+}
+
+// Stop copies the logs, then removes the run's containers (killing
+// them), its network and its volumes. It is safe to call more than once.
+func (c *Cluster) Stop(ctx context.Context) error {
+	c.stopOnce.Do(func() {
+		var errs []error
+		if err := c.CopyLogs(ctx); err != nil {
+			errs = append(errs, err)
+		}
+		if _, err := Cleanup(ctx, c.cli, c.runID); err != nil {
+			errs = append(errs, err)
+		}
+		if c.cancel != nil {
+			c.cancel()
+		}
+		c.closeClient()
+		c.stopErr = errors.Join(errs...)
+	})
+	return c.stopErr
+}
