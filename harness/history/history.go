@@ -1,0 +1,85 @@
+// Package history is the record of a test run: every operation's invocation
+// and completion, and every nemesis action, stamped with the harness's own
+// monotonic clock. It is written incrementally as JSON lines (one Op per
+// line, after a header line), so a harness that crashes still leaves a
+// readable history. docs/history.md documents the format; Version changes
+// when it does.
+package history
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Format names the file format in the header line.
+const Format = "shardtest-history"
+
+// Version is the format version this package writes and reads.
+const Version = 1
+
+// Kinds of entries.
+const (
+	// Invoke: a client sent an operation.
+	Invoke = "invoke"
+	// OK: the operation completed and took effect.
+	OK = "ok"
+	// Fail: the operation definitely did not take effect.
+	Fail = "fail"
+	// Info: the outcome is unknown (timeout, lost connection): it may or
+	// may not have taken effect. Never a failure.
+	Info = "info"
+	// Nemesis: a fault was injected or healed.
+	Nemesis = "nemesis"
+	// Phase: the run entered a phase (warm-up, main, final).
+	Phase = "phase"
+)
+
+// Header is the first line of a history file.
+type Header struct {
+	Format  string `json:"format"`
+	Version int    `json:"version"`
+	// Test names the test; Started is the wall-clock start (for people;
+	// times in ops are monotonic nanoseconds since the run started).
+	Test    string    `json:"test"`
+	Started time.Time `json:"started"`
+}
+
+// Reply is what a completion learned about where it was served.
+type Reply struct {
+	// Node and Incarnation that answered the request.
+	Node        string `json:"node,omitempty"`
+	Incarnation string `json:"incarnation,omitempty"`
+	// Shard, HostNode (member uid) and EntityIncarnation of an entity op.
+	Shard             string `json:"shard,omitempty"`
+	HostNode          string `json:"host_node,omitempty"`
+	EntityIncarnation string `json:"entity_incarnation,omitempty"`
+	// Singleton instance of a singleton op: node@incarnation#instance.
+	Singleton string `json:"singleton,omitempty"`
+}
+
+// Op is one history entry.
+type Op struct {
+	// Index is the entry's position in the history, from 0.
+	Index int64 `json:"index"`
+	// Time is nanoseconds since the run started, on the harness's
+	// monotonic clock: the only clock checkers may order by.
+	Time int64  `json:"time"`
+	Kind string `json:"kind"`
+	// Process is the client worker (from 0); -1 for the nemesis and phases.
+	Process int `json:"process"`
+	// F is the operation: read, write, cas, append, tell, next-id, ...
+	F string `json:"f"`
+	// Entity is "type/id" for entity operations.
+	Entity string `json:"entity,omitempty"`
+	// Node is the node the client contacted.
+	Node string `json:"node,omitempty"`
+	// Value: for an invoke the operation's arguments; for ok its result.
+	Value json.RawMessage `json:"value,omitempty"`
+	// Reply says where a completion was served.
+	Reply *Reply `json:"reply,omitempty"`
+	// Error is the failure's or unknown outcome's reason (code: message).
+	Error string `json:"error,omitempty"`
+}
+
+// Completion reports whether op completes an invocation.
+func (o Op) Completion() bool { return o.Kind == OK || o.Kind == Fail || o.Kind == Info }

@@ -1,0 +1,353 @@
+// Package run runs a test: a value composed of a runtime (where the nodes
+// run), a workload (client and generator) and, later, a nemesis and
+// checkers. It records the history and stores the run under results/.
+package run
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/shardtest/shardtest/harness/history"
+	"github.com/shardtest/shardtest/harness/nodeclient"
+	"github.com/shardtest/shardtest/workloads"
+)
+
+// Node is a running node as a test reaches it.
+type Node struct {
+	Name     string
+	HTTPAddr string
+}
+
+// Cluster is a running cluster.
+type Cluster interface {
+	Nodes() []Node
+	// Stop copies node logs into dir and stops everything.
+	Stop(ctx context.Context, dir string) error
+}
+
+// Runtime starts clusters.
+type Runtime interface {
+	Name() string
+	// Start starts nodes for run runID; logs go to dir.
+	Start(ctx context.Context, runID string, nodes int, dir string) (Cluster, error)
+}
+
+// Options are a test's settings; they are stored in test.json.
+type Options struct {
+	Name string `json:"name"`
+	// RunID names this run's resources (Docker labels); set by Run.
+	RunID       string        `json:"run_id"`
+	Runtime     string        `json:"runtime"`
+	Workload    string        `json:"workload"`
+	Nodes       int           `json:"nodes"`
+	Concurrency int           `json:"concurrency"`
+	Rate        float64       `json:"rate"` // ops/s in total; 0: as fast as the workers go
+	TimeLimit   time.Duration `json:"time_limit_ns"`
+	OpTimeout   time.Duration `json:"op_timeout_ns"`
+	Entities    int           `json:"entities"`
+	Skew        float64       `json:"skew"`
+	PerEntity   int           `json:"per_entity"`
+	Seed        int64         `json:"seed"`
+	NodeArgs    []string      `json:"node_args,omitempty"`
+}
+
+// Validate checks the options.
+func (o Options) Validate() error {
+	switch {
+	case o.Name == "":
+		return errors.New("a test needs a name")
+	case o.Nodes < 1 || o.Nodes > 50:
+		return fmt.Errorf("--nodes %d: want 1 to 50", o.Nodes)
+	case o.Concurrency < 1 || o.Concurrency > 1000:
+		return fmt.Errorf("--concurrency %d: want 1 to 1000", o.Concurrency)
+	case o.Rate < 0:
+		return fmt.Errorf("--rate %v: must not be negative", o.Rate)
+	case o.TimeLimit <= 0:
+		return fmt.Errorf("--time-limit %v: must be positive", o.TimeLimit)
+	case o.OpTimeout <= 0:
+		return fmt.Errorf("--op-timeout %v: must be positive", o.OpTimeout)
+	case o.Entities < 1:
+		return fmt.Errorf("--entities %d: must be positive", o.Entities)
+	case o.Skew != 0 && o.Skew <= 1:
+		return fmt.Errorf("--skew %v: 0 (uniform) or above 1 (Zipf exponent)", o.Skew)
+	case o.PerEntity < 1:
+		return fmt.Errorf("--per-entity %d: must be positive", o.PerEntity)
+	}
+	return nil
+}
+
+// Result is what results.json holds (checkers add verdicts later).
+type Result struct {
+	Test     string          `json:"test"`
+	Dir      string          `json:"dir"`
+	Started  time.Time       `json:"started"`
+	Duration time.Duration   `json:"duration_ns"`
+	Summary  history.Summary `json:"summary"`
+	// Verdict: "unchecked" until checkers exist.
+	Verdict string `json:"verdict"`
+}
+
+// Test is a runnable test.
+type Test struct {
+	Options  Options
+	Runtime  Runtime
+	Workload workloads.Workload
+	Log      *slog.Logger
+	// Progress, if set, is called about once a second during the main
+	// phase with a one-line status.
+	Progress func(line string)
+}
+
+// Run runs the test and stores it under resultsRoot/<name>/<timestamp>.
+func (t *Test) Run(ctx context.Context, resultsRoot string) (Result, error) {
+	o := t.Options
+	if err := o.Validate(); err != nil {
+		return Result{}, err
+	}
+	start := time.Now()
+	dir := filepath.Join(resultsRoot, o.Name, start.UTC().Format("20060102T150405.000Z"))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return Result{}, fmt.Errorf("results directory: %w", err)
+	}
+	res := Result{Test: o.Name, Dir: dir, Started: start.UTC(), Verdict: "unchecked"}
+	if o.RunID == "" {
+		o.RunID = runID(o.Name, start)
+	}
+	t.Options.RunID = o.RunID
+	if err := writeJSON(filepath.Join(dir, "test.json"), o); err != nil {
+		return res, err
+	}
+	linkLatest(resultsRoot, o.Name, dir)
+	hw, err := history.Create(filepath.Join(dir, "history.jsonl"), o.Name, start)
+	if err != nil {
+		return res, err
+	}
+	defer hw.Close()
+
+	phase := func(name string) { hw.Write(history.Op{Kind: history.Phase, Process: -1, F: name}) }
+	phase("warm-up")
+	t.Log.Info("starting cluster", "runtime", t.Runtime.Name(), "nodes", o.Nodes)
+	cl, err := t.Runtime.Start(ctx, o.RunID, o.Nodes, dir)
+	if err != nil {
+		return res, fmt.Errorf("start cluster: %w", err)
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+		defer cancel()
+		if err := cl.Stop(sctx, dir); err != nil {
+			t.Log.Warn("stopping the cluster", "err", err)
+		}
+	}()
+	nodes := cl.Nodes()
+	clients := make([]*nodeclient.Client, len(nodes))
+	for i, n := range nodes {
+		clients[i] = nodeclient.New(n.HTTPAddr, nil)
+	}
+
+	phase("main")
+	touched := t.drive(ctx, hw, nodes, clients)
+	if ctx.Err() == nil {
+		phase("final")
+		t.final(ctx, hw, nodes, clients, touched)
+	}
+	if err := hw.Close(); err != nil {
+		return res, err
+	}
+	h, err := history.ReadFile(filepath.Join(dir, "history.jsonl"))
+	if err != nil {
+		return res, fmt.Errorf("reading back the history: %w", err)
+	}
+	res.Summary = h.Summarize()
+	res.Duration = time.Since(start)
+	if err := writeJSON(filepath.Join(dir, "results.json"), res); err != nil {
+		return res, err
+	}
+	if ctx.Err() != nil {
+		return res, fmt.Errorf("interrupted: %w", ctx.Err())
+	}
+	return res, nil
+}
+
+// drive runs the workers for the time limit and returns the entities
+// touched.
+func (t *Test) drive(ctx context.Context, hw *history.Writer, nodes []Node, clients []*nodeclient.Client) []string {
+	o := t.Options
+	mctx, cancel := context.WithTimeout(ctx, o.TimeLimit)
+	defer cancel()
+	var (
+		mu      sync.Mutex
+		touched = map[string]bool{}
+		counts  [3]atomic.Int64 // ok, fail, info
+		wg      sync.WaitGroup
+	)
+	var tick <-chan time.Time
+	if o.Rate > 0 {
+		tk := time.NewTicker(time.Duration(float64(time.Second) / o.Rate))
+		defer tk.Stop()
+		tick = tk.C
+	}
+	wopts := workloads.Options{Entities: o.Entities, Skew: o.Skew, Concurrency: o.Concurrency, PerEntity: o.PerEntity}
+	for w := range o.Concurrency {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			gen := t.Workload.Generator(o.Seed, w, wopts)
+			for i := 0; mctx.Err() == nil; i++ {
+				if tick != nil {
+					select {
+					case <-tick:
+					case <-mctx.Done():
+						return
+					}
+				}
+				op := gen()
+				ni := (w + i) % len(nodes)
+				kind := t.perform(mctx, hw, w, nodes[ni], clients[ni], op)
+				if kind == "" {
+					return
+				}
+				counts[kindIndex(kind)].Add(1)
+				mu.Lock()
+				touched[op.Entity] = true
+				mu.Unlock()
+			}
+		}()
+	}
+	if t.Progress != nil {
+		go func() {
+			tk := time.NewTicker(time.Second)
+			defer tk.Stop()
+			start := time.Now()
+			for {
+				select {
+				case <-mctx.Done():
+					return
+				case <-tk.C:
+					t.Progress(fmt.Sprintf("%v / %v  ok %d  fail %d  info %d",
+						time.Since(start).Round(time.Second), o.TimeLimit, counts[0].Load(), counts[1].Load(), counts[2].Load()))
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	var out []string
+	for e := range touched {
+		if e != "" {
+			out = append(out, e)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+func kindIndex(kind string) int {
+	switch kind {
+	case history.OK:
+		return 0
+	case history.Fail:
+		return 1
+	}
+	return 2
+}
+
+// perform records an invocation, performs it and records its completion;
+// it returns the completion's kind, or "" if ctx ended before it started.
+func (t *Test) perform(ctx context.Context, hw *history.Writer, process int, n Node, c *nodeclient.Client, op workloads.Op) string {
+	if ctx.Err() != nil {
+		return ""
+	}
+	hw.Write(history.Op{Kind: history.Invoke, Process: process, F: op.F, Entity: op.Entity, Node: n.Name, Value: op.Value})
+	// The operation gets its own timeout, not the phase's: an operation in
+	// flight when the phase ends still completes (or times out) normally.
+	octx, cancel := context.WithTimeout(context.WithoutCancel(ctx), t.Options.OpTimeout)
+	result, reply, err := t.Workload.Invoke(octx, c, op)
+	cancel()
+	done := history.Op{Process: process, F: op.F, Entity: op.Entity, Node: n.Name, Reply: &reply}
+	switch nodeclient.OutcomeOf(err) {
+	case nodeclient.OK:
+		done.Kind, done.Value = history.OK, result
+	case nodeclient.Fail:
+		done.Kind, done.Error = history.Fail, errText(err)
+	default:
+		done.Kind, done.Error = history.Info, errText(err)
+	}
+	hw.Write(done)
+	return done.Kind
+}
+
+func errText(err error) string {
+	var e *nodeclient.Error
+	if errors.As(err, &e) && e.Code != "" {
+		return e.Code + ": " + e.Message
+	}
+	return err.Error()
+}
+
+// final reads back every entity touched, retrying each until it answers
+// (or the attempts run out), so lost writes show.
+func (t *Test) final(ctx context.Context, hw *history.Writer, nodes []Node, clients []*nodeclient.Client, touched []string) {
+	process := t.Options.Concurrency // a process of its own
+	for i, op := range t.Workload.Final(touched) {
+		for attempt := range 5 {
+			if ctx.Err() != nil {
+				return
+			}
+			ni := (i + attempt) % len(nodes)
+			if t.perform(ctx, hw, process, nodes[ni], clients[ni], op) == history.OK {
+				break
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+}
+
+// runID derives a run id from the test name and start time: letters,
+// digits, '.', '_' and '-' only, at most 40 characters.
+func runID(name string, start time.Time) string {
+	clean := []byte{}
+	for _, c := range []byte(name) {
+		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.' {
+			clean = append(clean, c)
+		} else {
+			clean = append(clean, '-')
+		}
+	}
+	if len(clean) > 20 {
+		clean = clean[:20]
+	}
+	return string(clean) + "-" + start.UTC().Format("0102-150405.000")
+}
+
+func writeJSON(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode %s: %w", filepath.Base(path), err)
+	}
+	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("write %s: %w", filepath.Base(path), err)
+	}
+	return nil
+}
+
+// linkLatest points results/latest and results/<name>/latest at dir
+// (relative links, so the results folder can move).
+func linkLatest(root, name, dir string) {
+	for _, base := range []string{root, filepath.Join(root, name)} {
+		link := filepath.Join(base, "latest")
+		rel, err := filepath.Rel(base, dir)
+		if err != nil {
+			continue
+		}
+		os.Remove(link)
+		os.Symlink(rel, link)
+	}
+}

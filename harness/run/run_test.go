@@ -1,0 +1,218 @@
+package run
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/shardtest/shardtest/harness/docker"
+	"github.com/shardtest/shardtest/harness/history"
+	"github.com/shardtest/shardtest/workloads"
+)
+
+// binary is a shardtest build for the child processes (the test binary
+// itself is not one).
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "shardtest-run-test")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binary = filepath.Join(dir, "shardtest")
+	build := exec.Command("go", "build", "-o", binary, "github.com/shardtest/shardtest/cmd/shardtest")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "build shardtest: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+func options(name string) Options {
+	return Options{Name: name, Workload: "register", Nodes: 3, Concurrency: 4, TimeLimit: 3 * time.Second,
+		OpTimeout: 3 * time.Second, Entities: 20, PerEntity: 2, Seed: 7}
+}
+
+// A run against a local cluster stores a complete history, the options and
+// the results, and leaves no process behind.
+func TestRunLocal(t *testing.T) {
+	root := t.TempDir()
+	w, _ := workloads.Named("register")
+	o := options("local-register")
+	o.Runtime = "local"
+	test := &Test{Options: o, Runtime: Local{Binary: binary, BasePort: 18400, Log: quiet()}, Workload: w, Log: quiet()}
+	res, err := test.Run(context.Background(), root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := history.ReadFile(filepath.Join(res.Dir, "history.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := h.Summarize()
+	if h.Truncated || s.Open != 0 || s.Invocations == 0 || s.OK+s.Fail+s.Info != s.Invocations {
+		t.Fatalf("history incomplete: %+v truncated=%v", s, h.Truncated)
+	}
+	for _, f := range []string{"test.json", "results.json", "n1.log", "journal.log"} {
+		if _, err := os.Stat(filepath.Join(res.Dir, f)); err != nil {
+			t.Errorf("missing %s: %v", f, err)
+		}
+	}
+	var stored Options
+	b, _ := os.ReadFile(filepath.Join(res.Dir, "test.json"))
+	if json.Unmarshal(b, &stored) != nil || stored.Seed != 7 || stored.RunID == "" {
+		t.Fatalf("test.json %s", b)
+	}
+	if target, err := os.Readlink(filepath.Join(root, "latest")); err != nil || !strings.HasPrefix(target, "local-register/") {
+		t.Fatalf("results/latest -> %q, %v", target, err)
+	}
+	// Every operation was sent to a node and completed with where it ran.
+	for _, op := range h.Ops {
+		if op.Kind == history.OK && (op.Node == "" || op.Reply == nil || op.Reply.EntityIncarnation == "") {
+			t.Fatalf("completion without its node and entity incarnation: %+v", op)
+		}
+	}
+}
+
+// The same seed gives the same operation schedule.
+func TestSeedReproducesSchedule(t *testing.T) {
+	w, _ := workloads.Named("register")
+	o := workloads.Options{Entities: 50, Concurrency: 6, PerEntity: 3}
+	gen := func(seed int64) []workloads.Op {
+		var ops []workloads.Op
+		for worker := range 6 {
+			g := w.Generator(seed, worker, o)
+			for range 200 {
+				ops = append(ops, g())
+			}
+		}
+		return ops
+	}
+	a, b, c := gen(1), gen(1), gen(2)
+	same := func(x, y []workloads.Op) bool {
+		for i := range x {
+			if x[i].F != y[i].F || x[i].Entity != y[i].Entity || string(x[i].Value) != string(y[i].Value) {
+				return false
+			}
+		}
+		return true
+	}
+	if !same(a, b) {
+		t.Fatal("the same seed gave different schedules")
+	}
+	if same(a, c) {
+		t.Fatal("different seeds gave the same schedule")
+	}
+	// At most PerEntity workers touch one entity.
+	workersOf := map[string]map[int]bool{}
+	for i, op := range a {
+		worker := i / 200
+		if workersOf[op.Entity] == nil {
+			workersOf[op.Entity] = map[int]bool{}
+		}
+		workersOf[op.Entity][worker] = true
+	}
+	for e, ws := range workersOf {
+		if len(ws) > 3 {
+			t.Fatalf("%s touched by %d workers, want at most 3", e, len(ws))
+		}
+	}
+}
+
+func TestBadOptions(t *testing.T) {
+	base := options("x")
+	mods := map[string]func(*Options){
+		"no name":        func(o *Options) { o.Name = "" },
+		"zero nodes":     func(o *Options) { o.Nodes = 0 },
+		"no workers":     func(o *Options) { o.Concurrency = 0 },
+		"negative rate":  func(o *Options) { o.Rate = -1 },
+		"no time":        func(o *Options) { o.TimeLimit = 0 },
+		"no op timeout":  func(o *Options) { o.OpTimeout = 0 },
+		"no entities":    func(o *Options) { o.Entities = 0 },
+		"skew below one": func(o *Options) { o.Skew = 0.5 },
+	}
+	for name, mod := range mods {
+		o := base
+		mod(&o)
+		if err := o.Validate(); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
+
+// A harness killed in the middle of a Docker run leaves a history that
+// still reads, and `shardtest cleanup --run` removes everything it left.
+func TestKilledHarnessCleanup(t *testing.T) {
+	if os.Getenv("SHARDTEST_NO_DOCKER") == "1" {
+		t.Skip("SHARDTEST_NO_DOCKER=1")
+	}
+	root := t.TempDir()
+	cmd := exec.Command(binary, "run", "--binary", binary, "--time-limit", "60s", "--results", root, "--name", "killed", "--concurrency", "2")
+	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// Wait until operations are being recorded, then kill the harness.
+	hist := filepath.Join(root, "killed")
+	deadline := time.Now().Add(90 * time.Second)
+	var dir string
+	for time.Now().Before(deadline) {
+		matches, _ := filepath.Glob(filepath.Join(hist, "2*", "history.jsonl"))
+		if len(matches) == 1 {
+			if st, err := os.Stat(matches[0]); err == nil && st.Size() > 20_000 {
+				dir = filepath.Dir(matches[0])
+				break
+			}
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	if dir == "" {
+		t.Fatal("the run never recorded operations")
+	}
+	h, err := history.ReadFile(filepath.Join(dir, "history.jsonl"))
+	if err != nil {
+		t.Fatalf("partial history does not read: %v", err)
+	}
+	if h.Summarize().Invocations == 0 {
+		t.Fatal("partial history has no operations")
+	}
+	var o Options
+	b, _ := os.ReadFile(filepath.Join(dir, "test.json"))
+	if err := json.Unmarshal(b, &o); err != nil || o.RunID == "" {
+		t.Fatalf("test.json: %s %v", b, err)
+	}
+	ctx := context.Background()
+	cli, err := docker.NewClient(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	out, err := exec.Command(binary, "cleanup", "--run", o.RunID).CombinedOutput()
+	if err != nil {
+		t.Fatalf("cleanup: %v\n%s", err, out)
+	}
+	left, err := docker.Leftovers(ctx, cli, o.RunID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(left) > 0 {
+		t.Fatalf("left after cleanup: %v", left)
+	}
+}
