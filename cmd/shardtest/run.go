@@ -83,8 +83,11 @@ checkers arrive a completed run's verdict is "unchecked" and exits 0.`,
 			default:
 				return &exitError{exitCannotRun, fmt.Errorf("--runtime %q: want docker or local", o.Runtime)}
 			}
-			t := &run.Test{Options: o, Runtime: rt, Workload: w, Log: logger,
-				Progress: func(line string) { fmt.Fprintf(os.Stderr, "\r%s ", line) }}
+			t := &run.Test{Options: o, Runtime: rt, Workload: w, Log: logger}
+			if fi, err := os.Stderr.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
+				// A live progress line, only on a terminal.
+				t.Progress = func(line string) { fmt.Fprintf(os.Stderr, "\r%s ", line) }
+			}
 			res, err := t.Run(cmd.Context(), results)
 			fmt.Fprintln(os.Stderr)
 			if err != nil {
@@ -102,7 +105,7 @@ checkers arrive a completed run's verdict is "unchecked" and exits 0.`,
 	f := cmd.Flags()
 	f.StringVar(&o.Name, "name", "", "test name, the results folder (default: the workload's name)")
 	f.StringVar(&o.Runtime, "runtime", "docker", "where nodes run: docker or local (child processes on 127.0.0.1)")
-	f.StringVar(&o.Workload, "workload", "register", "workload: register")
+	f.StringVar(&o.Workload, "workload", "register", "workload: register, append or idgen (shardtest list workloads)")
 	f.IntVar(&o.Nodes, "nodes", 3, "number of nodes")
 	f.IntVar(&o.Concurrency, "concurrency", 6, "client workers")
 	f.Float64Var(&o.Rate, "rate", 0, "operations per second in total (0: as fast as the workers go)")

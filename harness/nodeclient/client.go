@@ -252,3 +252,30 @@ func (c *Client) Entity(ctx context.Context, req EntityRequest) (EntityReply, er
 	var r EntityReply
 	return r, c.do(ctx, http.MethodPost, "/v1/entity", req, &r)
 }
+
+// Tell sends a fire-and-forget entity message; nil means the node accepted
+// it (delivery is at most once).
+func (c *Client) Tell(ctx context.Context, req EntityRequest) (ServedBy, error) {
+	req.Mode = "tell"
+	var r struct {
+		ServedBy ServedBy `json:"served_by"`
+	}
+	err := c.do(ctx, http.MethodPost, "/v1/entity", req, &r)
+	return r.ServedBy, err
+}
+
+// Capabilities is GET /v1/capabilities.
+type Capabilities struct {
+	Protocol       string   `json:"protocol"`
+	Implementation string   `json:"implementation"`
+	Capabilities   []string `json:"capabilities"`
+	Singletons     []string `json:"singletons"`
+	EntityTypes    []string `json:"entity_types"`
+	Bugs           []string `json:"bugs"`
+}
+
+// Capabilities reads what the node declares it supports.
+func (c *Client) Capabilities(ctx context.Context) (Capabilities, error) {
+	var r Capabilities
+	return r, c.do(ctx, http.MethodGet, "/v1/capabilities", nil, &r)
+}

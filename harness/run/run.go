@@ -152,6 +152,9 @@ func (t *Test) Run(ctx context.Context, resultsRoot string) (Result, error) {
 	for i, n := range nodes {
 		clients[i] = nodeclient.New(n.HTTPAddr, nil)
 	}
+	if err := checkCapability(ctx, clients[0], t.Workload); err != nil {
+		return res, err
+	}
 
 	phase("main")
 	touched := t.drive(ctx, hw, nodes, clients)
@@ -308,6 +311,24 @@ func (t *Test) final(ctx context.Context, hw *history.Writer, nodes []Node, clie
 			time.Sleep(200 * time.Millisecond)
 		}
 	}
+}
+
+// checkCapability refuses a workload the implementation cannot serve, as
+// it declares in GET /v1/capabilities.
+func checkCapability(ctx context.Context, c *nodeclient.Client, w workloads.Workload) error {
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	caps, err := c.Capabilities(cctx)
+	if err != nil {
+		return fmt.Errorf("reading the implementation's capabilities: %w", err)
+	}
+	for _, have := range caps.Capabilities {
+		if have == w.Capability() {
+			return nil
+		}
+	}
+	return fmt.Errorf("workload %s needs the %q capability, which %s does not declare (it has %v)",
+		w.Name(), w.Capability(), caps.Implementation, caps.Capabilities)
 }
 
 // runID derives a run id from the test name and start time: letters,

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -48,44 +50,56 @@ func options(name string) Options {
 		OpTimeout: 3 * time.Second, Entities: 20, PerEntity: 2, Seed: 7}
 }
 
-// A run against a local cluster stores a complete history, the options and
-// the results, and leaves no process behind.
+// A run of each workload against a local cluster stores a complete
+// history, the options and the results, and leaves no process behind.
 func TestRunLocal(t *testing.T) {
-	root := t.TempDir()
-	w, _ := workloads.Named("register")
-	o := options("local-register")
-	o.Runtime = "local"
-	test := &Test{Options: o, Runtime: Local{Binary: binary, BasePort: 18400, Log: quiet()}, Workload: w, Log: quiet()}
-	res, err := test.Run(context.Background(), root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := history.ReadFile(filepath.Join(res.Dir, "history.jsonl"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := h.Summarize()
-	if h.Truncated || s.Open != 0 || s.Invocations == 0 || s.OK+s.Fail+s.Info != s.Invocations {
-		t.Fatalf("history incomplete: %+v truncated=%v", s, h.Truncated)
-	}
-	for _, f := range []string{"test.json", "results.json", "n1.log", "journal.log"} {
-		if _, err := os.Stat(filepath.Join(res.Dir, f)); err != nil {
-			t.Errorf("missing %s: %v", f, err)
-		}
-	}
-	var stored Options
-	b, _ := os.ReadFile(filepath.Join(res.Dir, "test.json"))
-	if json.Unmarshal(b, &stored) != nil || stored.Seed != 7 || stored.RunID == "" {
-		t.Fatalf("test.json %s", b)
-	}
-	if target, err := os.Readlink(filepath.Join(root, "latest")); err != nil || !strings.HasPrefix(target, "local-register/") {
-		t.Fatalf("results/latest -> %q, %v", target, err)
-	}
-	// Every operation was sent to a node and completed with where it ran.
-	for _, op := range h.Ops {
-		if op.Kind == history.OK && (op.Node == "" || op.Reply == nil || op.Reply.EntityIncarnation == "") {
-			t.Fatalf("completion without its node and entity incarnation: %+v", op)
-		}
+	for i, w := range workloads.All() {
+		t.Run(w.Name(), func(t *testing.T) {
+			root := t.TempDir()
+			o := options("local-" + w.Name())
+			o.Runtime, o.Workload, o.TimeLimit = "local", w.Name(), 2*time.Second
+			test := &Test{Options: o, Runtime: Local{Binary: binary, BasePort: 18400 + 200*i, Log: quiet()}, Workload: w, Log: quiet()}
+			res, err := test.Run(context.Background(), root)
+			if err != nil {
+				t.Fatal(err)
+			}
+			h, err := history.ReadFile(filepath.Join(res.Dir, "history.jsonl"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := h.Summarize()
+			if h.Truncated || s.Open != 0 || s.OK == 0 || s.OK+s.Fail+s.Info != s.Invocations {
+				t.Fatalf("history incomplete: %+v truncated=%v", s, h.Truncated)
+			}
+			for _, f := range []string{"test.json", "results.json", "n1.log", "journal.log"} {
+				if _, err := os.Stat(filepath.Join(res.Dir, f)); err != nil {
+					t.Errorf("missing %s: %v", f, err)
+				}
+			}
+			var stored Options
+			b, _ := os.ReadFile(filepath.Join(res.Dir, "test.json"))
+			if json.Unmarshal(b, &stored) != nil || stored.Seed != 7 || stored.RunID == "" {
+				t.Fatalf("test.json %s", b)
+			}
+			if target, err := os.Readlink(filepath.Join(root, "latest")); err != nil || !strings.HasPrefix(target, o.Name+"/") {
+				t.Fatalf("results/latest -> %q, %v", target, err)
+			}
+			// Every completion says where it was served; entity ops also the
+			// entity incarnation, singleton ops the instance.
+			for _, op := range h.Ops {
+				if op.Kind != history.OK || op.F == "tell" {
+					continue
+				}
+				switch {
+				case op.Node == "" || op.Reply == nil || op.Reply.Node == "":
+					t.Fatalf("completion without its node: %+v", op)
+				case op.Entity != "" && op.Reply.EntityIncarnation == "":
+					t.Fatalf("entity completion without its incarnation: %+v", op)
+				case op.F == "next-id" && op.Reply.Singleton == "":
+					t.Fatalf("next-id without its singleton instance: %+v", op)
+				}
+			}
+		})
 	}
 }
 
@@ -214,5 +228,36 @@ func TestKilledHarnessCleanup(t *testing.T) {
 	}
 	if len(left) > 0 {
 		t.Fatalf("left after cleanup: %v", left)
+	}
+}
+
+// fakeRuntime "starts" one node: an HTTP server the test provides.
+type fakeRuntime struct{ addr string }
+
+func (fakeRuntime) Name() string { return "fake" }
+func (f fakeRuntime) Start(context.Context, string, int, string) (Cluster, error) {
+	return fakeCluster{f.addr}, nil
+}
+
+type fakeCluster struct{ addr string }
+
+func (f fakeCluster) Nodes() []Node                    { return []Node{{Name: "x1", HTTPAddr: f.addr}} }
+func (fakeCluster) Stop(context.Context, string) error { return nil }
+
+// A workload the implementation does not declare it can serve is refused
+// with a message that says so, before any traffic.
+func TestRefusesWorkloadWithoutCapability(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"protocol":"shardtest/1","implementation":"theirs","capabilities":["membership","sharding"]}`)
+	}))
+	defer srv.Close()
+	w, _ := workloads.Named("idgen")
+	o := options("refused")
+	o.Workload, o.Nodes = "idgen", 1
+	test := &Test{Options: o, Runtime: fakeRuntime{strings.TrimPrefix(srv.URL, "http://")}, Workload: w, Log: quiet()}
+	_, err := test.Run(context.Background(), t.TempDir())
+	if err == nil || !strings.Contains(err.Error(), `needs the "singleton" capability`) || !strings.Contains(err.Error(), "theirs") {
+		t.Fatalf("err = %v, want a refusal naming the capability and implementation", err)
 	}
 }

@@ -1,0 +1,79 @@
+package workloads
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/shardtest/shardtest/harness/history"
+	"github.com/shardtest/shardtest/harness/nodeclient"
+)
+
+// Append is numbered appends to log entities, synchronous ("append") and
+// fire-and-forget ("tell"), plus reads of the whole log.
+type Append struct{}
+
+// Name implements Workload.
+func (Append) Name() string { return "append" }
+
+// Doc implements Workload.
+func (Append) Doc() string {
+	return "each worker appends {client, seq} with its own increasing seq to log entities, " +
+		"synchronously (append) or fire-and-forget (tell), and reads whole logs. " +
+		"A correct system shows, per log: every ok append present exactly once, each client's entries " +
+		"in the order the client sent them (tells too, at most once each), unknown appends " +
+		"present at most once, and reads consistent with each other (each a prefix-extension of the last)."
+}
+
+// Capability implements Workload.
+func (Append) Capability() string { return "sharding" }
+
+// Generator implements Workload: appends 60 %, tells 20 %, reads 20 %.
+// The client of an entry is "w<worker>"; its seq counts that worker's
+// appends and tells, so a checker can see order, loss and duplicates.
+func (Append) Generator(seed int64, worker int, o Options) func() Op {
+	kp := newKeyPicker(seed, worker, o)
+	client := fmt.Sprintf("w%d", worker)
+	seq := 0
+	return func() Op {
+		key := fmt.Sprintf("log/l%d", kp.next())
+		switch r := kp.rng.IntN(10); {
+		case r < 2:
+			return Op{F: "read", Entity: key}
+		default:
+			seq++
+			f := "append"
+			if r < 4 {
+				f = "tell"
+			}
+			return Op{F: f, Entity: key, Value: json.RawMessage(fmt.Sprintf(`{"client":%q,"seq":%d}`, client, seq))}
+		}
+	}
+}
+
+// Invoke implements Workload. A tell's ok means the node accepted it.
+func (Append) Invoke(ctx context.Context, c *nodeclient.Client, op Op) (json.RawMessage, history.Reply, error) {
+	if op.F != "tell" {
+		return invokeEntity(ctx, c, Op{F: op.F, Entity: op.Entity, Value: op.Value})
+	}
+	typ, id, _ := strings.Cut(op.Entity, "/")
+	var client struct{ Client string }
+	json.Unmarshal(op.Value, &client)
+	r, err := c.Tell(ctx, nodeclient.EntityRequest{Type: typ, ID: id, Op: "append", Payload: op.Value, Sender: client.Client, Mode: "tell"})
+	if err != nil {
+		return nil, history.Reply{}, err
+	}
+	return json.RawMessage(`{"accepted":true}`), history.Reply{Node: r.Node, Incarnation: r.Incarnation}, nil
+}
+
+// Final implements Workload: read every log touched.
+func (Append) Final(touched []string) []Op {
+	var ops []Op
+	for _, e := range touched {
+		if strings.HasPrefix(e, "log/") {
+			ops = append(ops, Op{F: "read", Entity: e})
+		}
+	}
+	return ops
+}
