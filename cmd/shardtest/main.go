@@ -34,6 +34,6 @@ func newRootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newRunCmd(), newCheckCmd(), newNodeCmd(), newJournalCmd(), newClusterCmd(), newCleanupCmd())
+	root.AddCommand(newRunCmd(), newCheckCmd(), newNodeCmd(), newJournalCmd(), newClusterCmd(), newCleanupCmd(), newServeCmd(), newListCmd())
 	return root
 }

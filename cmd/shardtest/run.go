@@ -74,10 +74,10 @@ checkers arrive a completed run's verdict is "unchecked" and exits 0.`,
 			var rt run.Runtime
 			switch o.Runtime {
 			case "docker":
-				rt = run.Docker{Binary: binary, NodeArgs: o.NodeArgs, Log: logger}
+				rt = run.Docker{Binary: binary, Image: o.Image, NodeArgs: o.NodeArgs, Log: logger}
 			case "local":
-				if binary != "" {
-					return &exitError{exitCannotRun, errors.New("--binary is for --runtime docker")}
+				if binary != "" || o.Image != "" {
+					return &exitError{exitCannotRun, errors.New("--binary and --image are for --runtime docker")}
 				}
 				rt = run.Local{BasePort: basePort, NodeArgs: o.NodeArgs, Log: logger}
 			default:
@@ -116,6 +116,7 @@ checkers arrive a completed run's verdict is "unchecked" and exits 0.`,
 	f.IntVar(&o.PerEntity, "per-entity", 3, "most workers that may have an operation in flight on one entity")
 	f.Int64Var(&o.Seed, "seed", time.Now().UnixNano()%1_000_000, "seed of the operation schedule")
 	f.StringArrayVar(&o.NodeArgs, "node-arg", nil, "extra flag for every node, repeatable")
+	f.StringVar(&o.Image, "image", "", "docker: run the nodes from this image, any implementation of docs/protocol.md (default: the reference node); the harness refuses a workload it does not declare")
 	f.StringVar(&results, "results", "results", "results root folder")
 	f.StringVar(&binary, "binary", "", "docker: static shardtest binary for the node image (default: this one, or a CGO_ENABLED=0 build)")
 	f.IntVar(&basePort, "base-port", 17400, "local: journal port; node i uses base+i (HTTP) and base+100+i (gossip)")

@@ -46,6 +46,10 @@ type Options struct {
 	Dir string
 	// NodeArgs are extra command-line flags for every node.
 	NodeArgs []string
+	// NodeImage runs the nodes from another image that meets
+	// docs/protocol.md (default: the reference node built from Binary, which
+	// also runs the journal).
+	NodeImage string
 	// Binary is a static shardtest binary for the image (default
 	// StaticBinary).
 	Binary string
@@ -177,6 +181,11 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		return nil, err
 	}
 	log.Info("docker: image ready", "image", c.image, "took", time.Since(t0).Round(time.Millisecond))
+	if opts.NodeImage != "" {
+		if _, err := c.cli.ImageInspect(ctx, opts.NodeImage); err != nil {
+			return nil, fmt.Errorf("docker: node image %s: %w (shardtest never pulls images: build or load it into the engine first)", opts.NodeImage, err)
+		}
+	}
 	if err := c.createNetwork(ctx); err != nil {
 		return nil, err
 	}
@@ -190,7 +199,8 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	c.journal = &Node{Name: "journal", IP: jip.String()}
 	err = c.run(ctx, c.journal, JournalPort,
 		&container.Config{
-			Cmd: []string{"journal", "--listen", "0.0.0.0:" + strconv.Itoa(JournalPort), "--data", "/data"},
+			Entrypoint: []string{"/shardtest", "journal"},
+			Cmd:        []string{"--listen", "0.0.0.0:" + strconv.Itoa(JournalPort), "--data", "/data"},
 		},
 		&container.HostConfig{
 			Mounts: []mount.Mount{{Type: mount.TypeVolume, Source: vol, Target: "/data"}},
@@ -220,7 +230,9 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 			"SHARDTEST_JOURNAL=http://" + jip.String() + ":" + strconv.Itoa(JournalPort),
 		}
 		err := c.run(ctx, n, HTTPPort,
-			&container.Config{Cmd: append([]string{"node"}, opts.NodeArgs...), Env: env},
+			// Nodes start from the environment alone (docs/protocol.md),
+			// with NodeArgs as extra arguments, whatever the image.
+			&container.Config{Image: opts.NodeImage, Cmd: opts.NodeArgs, Env: env},
 			&container.HostConfig{CapAdd: []string{"NET_ADMIN"}})
 		if err != nil {
 			return nil, err
@@ -287,7 +299,9 @@ func (c *Cluster) run(ctx context.Context, n *Node, port int, cfg *container.Con
 	if err != nil {
 		return err
 	}
-	cfg.Image = c.image
+	if cfg.Image == "" {
+		cfg.Image = c.image
+	}
 	cfg.Hostname = n.Name
 	cfg.Labels = c.labels()
 	cfg.Labels["shardtest.name"] = n.Name

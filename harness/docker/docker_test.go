@@ -415,3 +415,20 @@ func TestNetworkSubnetOverlap(t *testing.T) {
 	}
 	assertNothingLeft(t, cli, runID)
 }
+
+// The image the harness builds is docker/Dockerfile's (comments aside).
+func TestDockerfileMatchesRepository(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "docker", "Dockerfile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lines []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if l != "" && !strings.HasPrefix(l, "#") {
+			lines = append(lines, l)
+		}
+	}
+	if got := strings.Join(lines, "\n") + "\n"; got != dockerfile {
+		t.Fatalf("docker/Dockerfile:\n%s\nharness builds:\n%s", got, dockerfile)
+	}
+}

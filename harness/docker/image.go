@@ -30,9 +30,12 @@ const ModulePath = "github.com/shardtest/shardtest"
 // content.
 const ImageRepo = "shardtest-node"
 
+// dockerfile is docker/Dockerfile (a test keeps them equal): the node's
+// entrypoint is `shardtest node`, so the reference image starts exactly as
+// any image under test does, from the environment of docs/protocol.md.
 const dockerfile = `FROM scratch
 COPY shardtest /shardtest
-ENTRYPOINT ["/shardtest"]
+ENTRYPOINT ["/shardtest", "node"]
 `
 
 // ImageTag is the tag EnsureImage uses for a binary: the first 12 hex
@@ -45,7 +48,7 @@ func ImageTag(binary []byte) string {
 }
 
 // EnsureImage returns the tag of an image FROM scratch holding the
-// (static) binary at binaryPath as its entrypoint /shardtest, building it
+// (static) binary at binaryPath, entrypoint /shardtest node, building it
 // only if the engine does not have it yet.
 func EnsureImage(ctx context.Context, cli *client.Client, binaryPath string) (tag string, err error) {
 	bin, err := os.ReadFile(binaryPath)

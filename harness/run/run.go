@@ -58,6 +58,8 @@ type Options struct {
 	PerEntity   int           `json:"per_entity"`
 	Seed        int64         `json:"seed"`
 	NodeArgs    []string      `json:"node_args,omitempty"`
+	// Image is the implementation under test ("": the reference node).
+	Image string `json:"image,omitempty"`
 }
 
 // Validate checks the options.

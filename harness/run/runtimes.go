@@ -11,7 +11,9 @@ import (
 // Docker runs nodes as containers (the default runtime).
 type Docker struct {
 	// Binary is the static shardtest binary for the image ("": find one).
-	Binary   string
+	Binary string
+	// Image runs the nodes from another implementation's image.
+	Image    string
 	NodeArgs []string
 	Log      *slog.Logger
 }
@@ -21,7 +23,7 @@ func (Docker) Name() string { return "docker" }
 
 // Start implements Runtime.
 func (d Docker) Start(ctx context.Context, runID string, nodes int, dir string) (Cluster, error) {
-	c, err := docker.Start(ctx, docker.Options{Nodes: nodes, RunID: runID, Dir: dir, NodeArgs: d.NodeArgs, Binary: d.Binary, Logger: d.Log})
+	c, err := docker.Start(ctx, docker.Options{Nodes: nodes, RunID: runID, Dir: dir, NodeArgs: d.NodeArgs, Binary: d.Binary, NodeImage: d.Image, Logger: d.Log})
 	if err != nil {
 		return nil, err
 	}

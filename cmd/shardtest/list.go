@@ -1,0 +1,94 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/shardtest/shardtest/workloads"
+)
+
+// listKinds are what list can show, in order.
+var listKinds = []string{"workloads", "nemeses", "checkers"}
+
+func newListCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "list [workloads|nemeses|checkers]",
+		Short: "List the available workloads, nemeses and checkers",
+		Long: `List what a test can be composed of: workloads (with the node capability
+each needs and what a correct system must show), nemeses and checkers.
+With no argument all three are listed. Takes no flags.`,
+		ValidArgs: listKinds,
+		Args:      cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			kinds := listKinds
+			if len(args) == 1 {
+				if !isListKind(args[0]) {
+					return fmt.Errorf("list %q: unknown kind; want one of %s", args[0], strings.Join(listKinds, ", "))
+				}
+				kinds = args
+			}
+			return writeList(cmd.OutOrStdout(), kinds)
+		},
+	}
+}
+
+func isListKind(k string) bool {
+	for _, v := range listKinds {
+		if k == v {
+			return true
+		}
+	}
+	return false
+}
+
+func writeList(w io.Writer, kinds []string) error {
+	for i, k := range kinds {
+		if i > 0 {
+			fmt.Fprintln(w)
+		}
+		switch k {
+		case "workloads":
+			fmt.Fprintln(w, "Workloads:")
+			all := workloads.All()
+			if len(all) == 0 {
+				fmt.Fprintln(w, "  none")
+			}
+			for _, wl := range all {
+				fmt.Fprintf(w, "  %s (needs capability %q)\n", wl.Name(), wl.Capability())
+				for _, line := range wrap(wl.Doc(), 72) {
+					fmt.Fprintf(w, "      %s\n", line)
+				}
+			}
+		case "nemeses":
+			fmt.Fprintln(w, "Nemeses:")
+			fmt.Fprintln(w, "  none available yet (nemeses arrive with issue 4/6)")
+		case "checkers":
+			fmt.Fprintln(w, "Checkers:")
+			fmt.Fprintln(w, "  none available yet (checkers arrive with issue 5/6; until then verdicts are \"unchecked\")")
+		}
+	}
+	return nil
+}
+
+// wrap breaks s into lines of at most width characters at spaces.
+func wrap(s string, width int) []string {
+	var lines []string
+	var cur strings.Builder
+	for _, word := range strings.Fields(s) {
+		if cur.Len() > 0 && cur.Len()+1+len(word) > width {
+			lines = append(lines, cur.String())
+			cur.Reset()
+		}
+		if cur.Len() > 0 {
+			cur.WriteByte(' ')
+		}
+		cur.WriteString(word)
+	}
+	if cur.Len() > 0 {
+		lines = append(lines, cur.String())
+	}
+	return lines
+}
