@@ -32,10 +32,12 @@ func (e *exitError) Unwrap() error { return e.err }
 
 func newRunCmd() *cobra.Command {
 	var (
-		o        run.Options
-		results  string
-		binary   string
-		basePort int
+		o         run.Options
+		results   string
+		binary    string
+		basePort  int
+		testCount int
+		keep      bool
 	)
 	cmd := &cobra.Command{
 		Use:   "run",
@@ -60,6 +62,12 @@ checkers arrive a completed run's verdict is "unchecked" and exits 0.`,
 			if o.Name == "" {
 				o.Name = o.Workload
 			}
+			if testCount < 1 {
+				return &exitError{exitCannotRun, fmt.Errorf("--test-count %d: want at least 1", testCount)}
+			}
+			if keep && (o.Runtime != "docker" || testCount > 1) {
+				return &exitError{exitCannotRun, errors.New("--keep needs --runtime docker and a single test")}
+			}
 			w, err := workloads.Named(o.Workload)
 			if err != nil {
 				return &exitError{exitCannotRun, err}
@@ -83,22 +91,33 @@ checkers arrive a completed run's verdict is "unchecked" and exits 0.`,
 			default:
 				return &exitError{exitCannotRun, fmt.Errorf("--runtime %q: want docker or local", o.Runtime)}
 			}
-			t := &run.Test{Options: o, Runtime: rt, Workload: w, Log: logger}
-			if fi, err := os.Stderr.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
-				// A live progress line, only on a terminal.
-				t.Progress = func(line string) { fmt.Fprintf(os.Stderr, "\r%s ", line) }
-			}
-			res, err := t.Run(cmd.Context(), results)
-			fmt.Fprintln(os.Stderr)
-			if err != nil {
-				if res.Dir != "" {
-					fmt.Fprintf(cmd.OutOrStdout(), "results (incomplete): %s\n", res.Dir)
+			// Each test of --test-count gets the next seed, so the series
+			// is reproducible from the first.
+			for i := range testCount {
+				to := o
+				to.Seed = o.Seed + int64(i)
+				t := &run.Test{Options: to, Runtime: rt, Workload: w, Log: logger, Keep: keep}
+				if fi, err := os.Stderr.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
+					// A live progress line, only on a terminal.
+					t.Progress = func(line string) { fmt.Fprintf(os.Stderr, "\r%s ", line) }
 				}
-				return &exitError{exitCannotRun, err}
+				res, err := t.Run(cmd.Context(), results)
+				if t.Progress != nil {
+					fmt.Fprintln(os.Stderr)
+				}
+				if err != nil {
+					if res.Dir != "" {
+						fmt.Fprintf(cmd.OutOrStdout(), "results (incomplete): %s\n", res.Dir)
+					}
+					return &exitError{exitCannotRun, err}
+				}
+				s := res.Summary
+				fmt.Fprintf(cmd.OutOrStdout(), "%s (seed %d): %d operations: %d ok, %d fail, %d info (unknown); verdict %s\nresults: %s\n",
+					o.Name, to.Seed, s.Invocations, s.OK, s.Fail, s.Info, res.Verdict, res.Dir)
+				if keep {
+					fmt.Fprintf(cmd.OutOrStdout(), "cluster left running; remove it with: shardtest cleanup --run %s\n", t.Options.RunID)
+				}
 			}
-			s := res.Summary
-			fmt.Fprintf(cmd.OutOrStdout(), "%s: %d operations: %d ok, %d fail, %d info (unknown); verdict %s\nresults: %s\n",
-				o.Name, s.Invocations, s.OK, s.Fail, s.Info, res.Verdict, res.Dir)
 			return nil
 		},
 	}
@@ -118,6 +137,8 @@ checkers arrive a completed run's verdict is "unchecked" and exits 0.`,
 	f.StringArrayVar(&o.NodeArgs, "node-arg", nil, "extra flag for every node, repeatable")
 	f.StringVar(&o.Image, "image", "", "docker: run the nodes from this image, any implementation of docs/protocol.md (default: the reference node); the harness refuses a workload it does not declare")
 	f.StringVar(&results, "results", "results", "results root folder")
+	f.IntVar(&testCount, "test-count", 1, "run this many tests in a row, with seeds --seed, --seed+1, ...")
+	f.BoolVar(&keep, "keep", false, "docker: leave the cluster running after the test, for inspection")
 	f.StringVar(&binary, "binary", "", "docker: static shardtest binary for the node image (default: this one, or a CGO_ENABLED=0 build)")
 	f.IntVar(&basePort, "base-port", 17400, "local: journal port; node i uses base+i (HTTP) and base+100+i (gossip)")
 	return cmd

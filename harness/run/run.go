@@ -107,6 +107,9 @@ type Test struct {
 	// Progress, if set, is called about once a second during the main
 	// phase with a one-line status.
 	Progress func(line string)
+	// Keep leaves the cluster running after the test (logs are copied only
+	// when it is stopped, e.g. by shardtest cleanup).
+	Keep bool
 }
 
 // Run runs the test and stores it under resultsRoot/<name>/<timestamp>.
@@ -143,6 +146,10 @@ func (t *Test) Run(ctx context.Context, resultsRoot string) (Result, error) {
 		return res, fmt.Errorf("start cluster: %w", err)
 	}
 	defer func() {
+		if t.Keep && ctx.Err() == nil {
+			t.Log.Info("leaving the cluster running (--keep)", "run", o.RunID)
+			return
+		}
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
 		defer cancel()
 		if err := cl.Stop(sctx, dir); err != nil {
