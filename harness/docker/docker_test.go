@@ -122,7 +122,7 @@ var (
 )
 
 // staticBinary builds the static shardtest binary once per test process.
-func staticBinary(t *testing.T) string {
+func staticBinary(t testing.TB) string {
 	t.Helper()
 	binOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "shardtest-docker-test-")
@@ -155,7 +155,7 @@ func TestMain(m *testing.M) {
 
 // dockerClient returns a client of the local engine; the test fails if
 // none answers, unless SHARDTEST_NO_DOCKER=1.
-func dockerClient(t *testing.T) *client.Client {
+func dockerClient(t testing.TB) *client.Client {
 	t.Helper()
 	if os.Getenv("SHARDTEST_NO_DOCKER") == "1" {
 		t.Skip("SHARDTEST_NO_DOCKER=1: skipping the tests that need a Docker engine")
