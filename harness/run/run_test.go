@@ -32,7 +32,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	binary = filepath.Join(dir, "shardtest")
-	build := exec.Command("go", "build", "-o", binary, "github.com/shardtest/shardtest/cmd/shardtest")
+	build := exec.Command("go", "build", "-trimpath", "-o", binary, "github.com/shardtest/shardtest/cmd/shardtest")
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "build shardtest: %v\n%s", err, out)
