@@ -3,6 +3,7 @@ module github.com/shardtest/shardtest
 go 1.26
 
 require (
+	github.com/anishathalye/porcupine v1.3.1
 	github.com/containerd/errdefs v1.0.0
 	github.com/hashicorp/memberlist v0.7.0
 	github.com/moby/moby/api v1.56.1

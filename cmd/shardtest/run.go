@@ -1,13 +1,17 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/shardtest/shardtest/checker"
 	"github.com/shardtest/shardtest/harness/history"
 	"github.com/shardtest/shardtest/harness/run"
 	"github.com/shardtest/shardtest/workloads"
@@ -55,8 +59,13 @@ The same --seed gives the same operation schedule.
 Outcomes: ok; fail (definitely did not happen: the node said so); info
 (unknown: timeout, lost connection) — never counted as a failure.
 
-Exit status: 0 valid, 1 invalid, 2 unknown, 3 the test could not run. Until
-checkers arrive a completed run's verdict is "unchecked" and exits 0.`,
+At the end the workload's checkers read the history (register:
+linearizability per entity with porcupine, HTML visualization of any failing
+entity; idgen: unique ids increasing in real-time order) and the verdict goes
+into results.json.
+
+Exit status: 0 valid, 1 invalid, 2 unknown (including a workload with no
+checker yet), 3 the test could not run; with --test-count, the worst.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.Name == "" {
@@ -93,6 +102,7 @@ checkers arrive a completed run's verdict is "unchecked" and exits 0.`,
 			}
 			// Each test of --test-count gets the next seed, so the series
 			// is reproducible from the first.
+			worst := exitValid
 			for i := range testCount {
 				to := o
 				to.Seed = o.Seed + int64(i)
@@ -112,11 +122,17 @@ checkers arrive a completed run's verdict is "unchecked" and exits 0.`,
 					return &exitError{exitCannotRun, err}
 				}
 				s := res.Summary
-				fmt.Fprintf(cmd.OutOrStdout(), "%s (seed %d): %d operations: %d ok, %d fail, %d info (unknown); verdict %s\nresults: %s\n",
-					o.Name, to.Seed, s.Invocations, s.OK, s.Fail, s.Info, res.Verdict, res.Dir)
+				fmt.Fprintf(cmd.OutOrStdout(), "%s (seed %d): %d operations: %d ok, %d fail, %d info (unknown); verdict %s\n",
+					o.Name, to.Seed, s.Invocations, s.OK, s.Fail, s.Info, res.Verdict)
+				printChecks(cmd.OutOrStdout(), res.Checks)
+				fmt.Fprintf(cmd.OutOrStdout(), "results: %s\n", res.Dir)
+				worst = max(worst, exitFor(res.Verdict))
 				if keep {
 					fmt.Fprintf(cmd.OutOrStdout(), "cluster left running; remove it with: shardtest cleanup --run %s\n", t.Options.RunID)
 				}
+			}
+			if worst != exitValid {
+				return &exitError{worst, fmt.Errorf("verdict: %s", verdictFor(worst))}
 			}
 			return nil
 		},
@@ -144,23 +160,80 @@ checkers arrive a completed run's verdict is "unchecked" and exits 0.`,
 	return cmd
 }
 
+func exitFor(v checker.Verdict) int {
+	switch v {
+	case checker.Valid:
+		return exitValid
+	case checker.Invalid:
+		return exitInvalid
+	}
+	return exitUnknown
+}
+
+func verdictFor(code int) string {
+	switch code {
+	case exitInvalid:
+		return "invalid"
+	case exitUnknown:
+		return "unknown"
+	}
+	return "valid"
+}
+
+func printChecks(w io.Writer, results []checker.Result) {
+	if len(results) == 0 {
+		fmt.Fprintln(w, "  (no checker for this workload yet: verdict unknown)")
+	}
+	for _, r := range results {
+		fmt.Fprintf(w, "  %-14s %-8s %s\n", r.Checker, r.Verdict, r.Summary)
+		for i, e := range r.Evidence {
+			if i == 10 {
+				fmt.Fprintf(w, "      ... %d more in results.json\n", len(r.Evidence)-10)
+				break
+			}
+			fmt.Fprintf(w, "      %s\n", e)
+		}
+		for _, f := range r.Files {
+			fmt.Fprintf(w, "      see %s\n", f)
+		}
+	}
+}
+
 func newCheckCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "check DIR",
-		Short: "Check a stored run again (for now: verify and summarize its history)",
-		Args:  cobra.ExactArgs(1),
+		Short: "Re-run the checkers on a stored run",
+		Long: `Re-run the workload's checkers on the history stored in DIR (a run folder,
+e.g. results/latest) and print the verdict with its evidence. The verdict and
+checks in DIR/results.json are not changed. Exit status as for run.`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			h, err := history.ReadFile(args[0] + "/history.jsonl")
+			dir := args[0]
+			h, err := history.ReadFile(filepath.Join(dir, "history.jsonl"))
 			if err != nil {
 				return &exitError{exitCannotRun, err}
 			}
+			var o run.Options
+			b, err := os.ReadFile(filepath.Join(dir, "test.json"))
+			if err != nil {
+				return &exitError{exitCannotRun, fmt.Errorf("read test.json: %w", err)}
+			}
+			if err := json.Unmarshal(b, &o); err != nil {
+				return &exitError{exitCannotRun, fmt.Errorf("test.json: %w", err)}
+			}
 			s := h.Summarize()
-			fmt.Fprintf(cmd.OutOrStdout(), "%s (history v%d, started %s)\n%d entries: %d invocations, %d ok, %d fail, %d info, %d nemesis, %d left open\n",
+			out := cmd.OutOrStdout()
+			fmt.Fprintf(out, "%s (history v%d, started %s)\n%d entries: %d invocations, %d ok, %d fail, %d info, %d nemesis, %d left open\n",
 				h.Header.Test, h.Header.Version, h.Header.Started.Format(time.RFC3339), len(h.Ops), s.Invocations, s.OK, s.Fail, s.Info, s.Nemesis, s.Open)
 			if h.Truncated {
-				fmt.Fprintln(cmd.OutOrStdout(), "the history ends with a cut-off line (the harness stopped while writing it)")
+				fmt.Fprintln(out, "the history ends with a cut-off line (the harness stopped while writing it)")
 			}
-			fmt.Fprintln(cmd.OutOrStdout(), "verdict: unchecked (checkers arrive with issue 5/6)")
+			verdict, results := run.Check(cmd.Context(), o.Workload, h, dir)
+			fmt.Fprintf(out, "verdict: %s\n", verdict)
+			printChecks(out, results)
+			if code := exitFor(verdict); code != exitValid {
+				return &exitError{code, fmt.Errorf("verdict: %s", verdict)}
+			}
 			return nil
 		},
 	}

@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/shardtest/shardtest/checker"
 	"github.com/shardtest/shardtest/harness/history"
 	"github.com/shardtest/shardtest/harness/nodeclient"
 	"github.com/shardtest/shardtest/workloads"
@@ -87,15 +88,27 @@ func (o Options) Validate() error {
 	return nil
 }
 
-// Result is what results.json holds (checkers add verdicts later).
+// Result is what results.json holds.
 type Result struct {
 	Test     string          `json:"test"`
 	Dir      string          `json:"dir"`
 	Started  time.Time       `json:"started"`
 	Duration time.Duration   `json:"duration_ns"`
 	Summary  history.Summary `json:"summary"`
-	// Verdict: "unchecked" until checkers exist.
-	Verdict string `json:"verdict"`
+	// Verdict combines the checkers': valid, invalid or unknown (also when
+	// the workload has no checker yet).
+	Verdict checker.Verdict  `json:"verdict"`
+	Checks  []checker.Result `json:"checks"`
+}
+
+// Check runs the workload's checkers on a stored run's history; their
+// files (visualizations) go into dir.
+func Check(ctx context.Context, workload string, h *history.File, dir string) (checker.Verdict, []checker.Result) {
+	results := []checker.Result{}
+	for _, c := range checker.ForWorkload(workload) {
+		results = append(results, c.Check(ctx, h, dir))
+	}
+	return checker.Combine(results), results
 }
 
 // Test is a runnable test.
@@ -123,7 +136,7 @@ func (t *Test) Run(ctx context.Context, resultsRoot string) (Result, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return Result{}, fmt.Errorf("results directory: %w", err)
 	}
-	res := Result{Test: o.Name, Dir: dir, Started: start.UTC(), Verdict: "unchecked"}
+	res := Result{Test: o.Name, Dir: dir, Started: start.UTC(), Verdict: checker.Unknown}
 	if o.RunID == "" {
 		o.RunID = runID(o.Name, start)
 	}
@@ -179,6 +192,7 @@ func (t *Test) Run(ctx context.Context, resultsRoot string) (Result, error) {
 		return res, fmt.Errorf("reading back the history: %w", err)
 	}
 	res.Summary = h.Summarize()
+	res.Verdict, res.Checks = Check(ctx, o.Workload, h, dir)
 	res.Duration = time.Since(start)
 	if err := writeJSON(filepath.Join(dir, "results.json"), res); err != nil {
 		return res, err

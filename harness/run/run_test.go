@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shardtest/shardtest/checker"
 	"github.com/shardtest/shardtest/harness/docker"
 	"github.com/shardtest/shardtest/harness/history"
 	"github.com/shardtest/shardtest/workloads"
@@ -62,6 +63,12 @@ func TestRunLocal(t *testing.T) {
 			res, err := test.Run(context.Background(), root)
 			if err != nil {
 				t.Fatal(err)
+			}
+			// The correct node passes every checker the workload has; a
+			// workload without one is unknown, never valid.
+			want := map[string]checker.Verdict{"register": checker.Valid, "idgen": checker.Valid, "append": checker.Unknown}[w.Name()]
+			if res.Verdict != want {
+				t.Fatalf("verdict %s, want %s: %+v", res.Verdict, want, res.Checks)
 			}
 			h, err := history.ReadFile(filepath.Join(res.Dir, "history.jsonl"))
 			if err != nil {

@@ -1,0 +1,165 @@
+// Package checker holds the checkers: each reads a recorded history and
+// returns a verdict (valid, invalid or unknown) with evidence a person can
+// follow. Checkers depend only on the history format (package
+// harness/history, docs/history.md), never on the rest of the harness, so a
+// stored run can be checked again later.
+//
+// Conventions shared by the checkers: a completion belongs to its process's
+// last invocation; fail means the operation certainly did not take effect;
+// info, and an invocation with no completion (the harness stopped first),
+// mean the outcome is unknown: it may or may not have taken effect, at any
+// time after its invocation. Only the harness's monotonic time orders ops.
+package checker
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/shardtest/shardtest/harness/history"
+)
+
+// Verdict is a checker's conclusion.
+type Verdict string
+
+// Verdicts.
+const (
+	// Valid: the history satisfies the property.
+	Valid Verdict = "valid"
+	// Invalid: the history violates it; the evidence shows where.
+	Invalid Verdict = "invalid"
+	// Unknown: the checker could not decide (nothing to check, too costly,
+	// timed out, unreadable values).
+	Unknown Verdict = "unknown"
+)
+
+// Result is one checker's verdict with its evidence.
+type Result struct {
+	Checker string  `json:"checker"`
+	Verdict Verdict `json:"verdict"`
+	// Summary is one line for people.
+	Summary string `json:"summary"`
+	// Evidence is what a person can follow: entities, ops (indexes,
+	// times), values.
+	Evidence []string `json:"evidence,omitempty"`
+	// Files are written by the checker (e.g. porcupine visualizations),
+	// relative to the output directory.
+	Files []string `json:"files,omitempty"`
+}
+
+// Checker checks one property of a history. Check writes any files under
+// outDir (nothing if it is empty) and never panics on odd histories.
+type Checker interface {
+	Name() string
+	Check(ctx context.Context, h *history.File, outDir string) Result
+}
+
+// Combine is the verdict of several checkers: invalid if any is invalid,
+// else unknown if any is unknown, else valid. No results is unknown.
+func Combine(results []Result) Verdict {
+	if len(results) == 0 {
+		return Unknown
+	}
+	v := Valid
+	for _, r := range results {
+		switch r.Verdict {
+		case Invalid:
+			return Invalid
+		case Valid:
+		default:
+			v = Unknown
+		}
+	}
+	return v
+}
+
+// ForWorkload returns the checkers for a workload's histories (nil when it
+// has none yet).
+func ForWorkload(name string) []Checker {
+	switch name {
+	case "register":
+		return []Checker{Linearizable{}}
+	case "idgen":
+		return []Checker{UniqueIDs{}}
+	}
+	return nil
+}
+
+// maxEvidence bounds the evidence lines of one kind a checker lists.
+const maxEvidence = 20
+
+// pair is an invocation and its completion, as indexes into File.Ops;
+// comp is -1 when the invocation never completed.
+type pair struct {
+	inv, comp int
+}
+
+// pairing is what pairOps found.
+type pairing struct {
+	pairs []pair
+	// orphans are completions with no open invocation on their process;
+	// mismatched are completions whose f or entity differ from their
+	// invocation's (both ignored; counted for the evidence).
+	orphans, mismatched int
+	firstOrphan         int
+}
+
+// pairOps pairs every invocation for which keep is true with its
+// process's next completion. Each process has at most one op in flight; an
+// invocation on a process that already has one open leaves the earlier one
+// open (unknown).
+func pairOps(ops []history.Op, keep func(*history.Op) bool) pairing {
+	p := pairing{firstOrphan: -1}
+	open := make(map[int]int) // process -> index in p.pairs, or -1 when not kept
+	for i := range ops {
+		op := &ops[i]
+		switch {
+		case op.Kind == history.Invoke:
+			if keep(op) {
+				open[op.Process] = len(p.pairs)
+				p.pairs = append(p.pairs, pair{inv: i, comp: -1})
+			} else {
+				open[op.Process] = -1
+			}
+		case op.Completion():
+			k, ok := open[op.Process]
+			if !ok {
+				p.orphans++
+				if p.firstOrphan < 0 {
+					p.firstOrphan = i
+				}
+				continue
+			}
+			delete(open, op.Process)
+			if k < 0 {
+				continue
+			}
+			inv := &ops[p.pairs[k].inv]
+			if op.F != "" && op.F != inv.F || op.Entity != "" && op.Entity != inv.Entity {
+				p.mismatched++
+			}
+			p.pairs[k].comp = i
+		}
+	}
+	return p
+}
+
+// pairingEvidence describes odd pairings, if any.
+func (p pairing) evidence(ops []history.Op) []string {
+	var ev []string
+	if p.orphans > 0 {
+		o := ops[p.firstOrphan]
+		ev = append(ev, fmt.Sprintf("%d completions had no open invocation on their process and were ignored (first: #%d, process %d, %s)", p.orphans, o.Index, o.Process, o.Kind))
+	}
+	if p.mismatched > 0 {
+		ev = append(ev, fmt.Sprintf("%d completions named another f or entity than their invocation; the invocation's were used", p.mismatched))
+	}
+	return ev
+}
+
+// truncatedNote is the evidence line for a cut-off history.
+func truncatedNote(h *history.File) []string {
+	if h.Truncated {
+		return []string{"the history's last line was cut off (the harness died writing it); it was left out, so an invocation it completed counts as unknown"}
+	}
+	return nil
+}

@@ -1,0 +1,478 @@
+package checker
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"maps"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+	"github.com/shardtest/shardtest/harness/history"
+)
+
+// Linearizable checks the register workload: every register entity
+// ("register/<id>") must be linearizable on its own, with porcupine.
+//
+// Failed ops are dropped (they did not happen). Ops with unknown outcomes
+// (info, or never completed) are open-ended: they may take effect at any
+// time after their invocation, or never; unknown reads are dropped (they
+// change nothing). Entities are checked one at a time so memory stays
+// bounded by the largest entity, and an entity too costly to check (too
+// many ops, too many ops in flight at once, a timeout) is unknown rather
+// than risking the machine: porcupine's time and memory grow exponentially
+// with the ops in flight on one entity, and its timeout does not bound
+// memory. Ops on other entity types are skipped (and said so).
+type Linearizable struct {
+	// Timeout per entity; 0 means 10 s.
+	Timeout time.Duration
+	// MaxOpsPerEntity: an entity with more ops is not checked (unknown);
+	// 0 means 200000.
+	MaxOpsPerEntity int
+	// MaxConcurrency: an entity with more ops in flight at one time
+	// (counting unknown outcomes as in flight from their invocation to the
+	// end) is not checked (unknown); 0 means 12.
+	MaxConcurrency int
+}
+
+// Name implements Checker.
+func (Linearizable) Name() string { return "linearizable" }
+
+// HTMLDir is the directory, under the output directory, that holds the
+// visualizations of non-linearizable entities.
+const HTMLDir = "linearizability"
+
+// never is the return time of an op with an unknown outcome: after
+// everything.
+const never = math.MaxInt64
+
+// regOp is one register op ready for porcupine.
+type regOp struct {
+	op        porcupine.Operation
+	inv, comp int // indexes into File.Ops; comp -1 if none
+}
+
+// opMeta is porcupine metadata: the op's position in its entity.
+type opMeta struct{ k int }
+
+// entityOps is one entity's ops and what went wrong reading them.
+type entityOps struct {
+	ops []regOp
+	// badInput: an invocation could not be read, so the entity cannot be
+	// checked; badOutput: ok results that could not be read (taken as
+	// unknown outcomes), so valid becomes unknown.
+	badInput, badOutput string
+}
+
+// linCounts are the counts in the summary.
+type linCounts struct {
+	ok, unknown, failed, unknownReads, unreadable int
+	// unobserved: unknown writes and cas whose value nobody observed,
+	// dropped before checking (counted as the entities are checked).
+	unobserved int
+}
+
+// Check implements Checker.
+func (l Linearizable) Check(ctx context.Context, h *history.File, outDir string) Result {
+	timeout := l.Timeout
+	if timeout <= 0 {
+		timeout = 10 * time.Second
+	}
+	maxOps := l.MaxOpsPerEntity
+	if maxOps <= 0 {
+		maxOps = 200000
+	}
+	maxConc := l.MaxConcurrency
+	if maxConc <= 0 {
+		maxConc = 12
+	}
+	res := Result{Checker: l.Name(), Verdict: Unknown}
+	ops := h.Ops
+	res.Evidence = append(res.Evidence, truncatedNote(h)...)
+
+	skipped := map[string]int{} // entity type -> invocations
+	pg := pairOps(ops, func(op *history.Op) bool {
+		if strings.HasPrefix(op.Entity, "register/") {
+			return true
+		}
+		t, _, _ := strings.Cut(op.Entity, "/")
+		if t == "" {
+			t = "(no entity)"
+		}
+		skipped[t]++
+		return false
+	})
+	res.Evidence = append(res.Evidence, pg.evidence(ops)...)
+	skippedNote := ""
+	if len(skipped) > 0 {
+		var parts []string
+		for _, t := range slices.Sorted(maps.Keys(skipped)) {
+			parts = append(parts, fmt.Sprintf("%s: %d", t, skipped[t]))
+		}
+		skippedNote = "; skipped ops not on registers (" + strings.Join(parts, ", ") + ")"
+	}
+
+	// Partition by entity.
+	entities := map[string]*entityOps{}
+	var c linCounts
+	for _, p := range pg.pairs {
+		inv := &ops[p.inv]
+		e := entities[inv.Entity]
+		if e == nil {
+			e = &entityOps{}
+			entities[inv.Entity] = e
+		}
+		var comp *history.Op
+		if p.comp >= 0 {
+			comp = &ops[p.comp]
+		}
+		if comp != nil && comp.Kind == history.Fail {
+			c.failed++
+			continue
+		}
+		in, err := parseRegInput(inv.F, inv.Value)
+		if err != nil {
+			c.unreadable++
+			if e.badInput == "" {
+				e.badInput = fmt.Sprintf("op #%d: %v", inv.Index, err)
+			}
+			continue
+		}
+		o := porcupine.Operation{ClientId: max(inv.Process, 0), Input: in, Call: inv.Time, Metadata: opMeta{len(e.ops)}}
+		if comp == nil || comp.Kind == history.Info {
+			if in.Op == opRead {
+				c.unknownReads++
+				continue
+			}
+			c.unknown++
+			o.Output, o.Return = regOutput{Unknown: true}, never
+		} else {
+			c.ok++
+			out, err := parseRegOutput(in, comp.Value)
+			if err != nil {
+				out = regOutput{Unknown: true}
+				if e.badOutput == "" {
+					e.badOutput = fmt.Sprintf("op #%d: %v", comp.Index, err)
+				}
+			}
+			o.Output, o.Return = out, max(comp.Time, inv.Time)
+		}
+		e.ops = append(e.ops, regOp{op: o, inv: p.inv, comp: p.comp})
+	}
+	names := slices.Sorted(maps.Keys(entities))
+	if len(names) == 0 {
+		res.Summary = "no register operations: nothing to check" + skippedNote
+		return res
+	}
+	if c.ok+c.unknown+c.unreadable == 0 {
+		res.Summary = fmt.Sprintf("no register operation took effect or may have (dropped %d failed and %d unknown reads): nothing to check", c.failed, c.unknownReads) + skippedNote
+		return res
+	}
+	counts := fmt.Sprintf("%d register entities, %d ops (%d ok, %d with unknown outcomes; dropped %d failed and %d unknown reads",
+		len(names), c.ok+c.unknown, c.ok, c.unknown, c.failed, c.unknownReads)
+	if c.unreadable > 0 {
+		counts += fmt.Sprintf("; %d with unreadable arguments", c.unreadable)
+	}
+	counts += ")"
+
+	var (
+		invalid   []string
+		unknowns  = map[string]int{} // reason -> entities
+		unknownEv []string
+		linOK     int
+	)
+	addUnknown := func(reason, line string) {
+		unknowns[reason]++
+		if len(unknownEv) < maxEvidence {
+			unknownEv = append(unknownEv, line)
+		}
+	}
+	var stopped error
+	for _, name := range names {
+		if err := ctx.Err(); err != nil {
+			stopped = err
+			break
+		}
+		e := entities[name]
+		if e.badInput != "" {
+			addUnknown("unreadable arguments", fmt.Sprintf("%s: not checked: %s", name, e.badInput))
+			continue
+		}
+		c.unobserved += e.dropUnobserved()
+		if len(e.ops) == 0 {
+			linOK++ // only failed ops and unknown reads: nothing happened
+			continue
+		}
+		if len(e.ops) > maxOps {
+			addUnknown("too many ops", fmt.Sprintf("%s: not checked: %d ops, more than the limit of %d", name, len(e.ops), maxOps))
+			continue
+		}
+		if n, at, unk := concurrency(e.ops); n > maxConc {
+			addUnknown("too concurrent", fmt.Sprintf("%s: not checked: %d ops in flight at t=%d (%d of them with unknown outcomes, in flight until the end), more than the limit of %d; checking costs time and memory exponential in it",
+				name, n, at, unk, maxConc))
+			continue
+		}
+		pops := make([]porcupine.Operation, len(e.ops))
+		for i := range e.ops {
+			pops[i] = e.ops[i].op
+		}
+		m := registerModel
+		m.DescribeOperationMetadata = func(md interface{}) string {
+			if x, ok := md.(opMeta); ok && x.k < len(e.ops) {
+				return describeRegMeta(ops, e.ops[x.k])
+			}
+			return ""
+		}
+		t := timeout
+		if d, ok := ctx.Deadline(); ok {
+			t = min(t, time.Until(d))
+		}
+		r, err := runPorcupine(ctx, func() porcupine.CheckResult {
+			return porcupine.CheckOperationsTimeout(m, pops, t)
+		})
+		if err != nil {
+			stopped = err
+			break
+		}
+		switch r {
+		case porcupine.Ok:
+			if e.badOutput != "" {
+				addUnknown("unreadable results", fmt.Sprintf("%s: linearizable if the unreadable results are taken as unknown, but %s", name, e.badOutput))
+				continue
+			}
+			linOK++
+		case porcupine.Unknown:
+			addUnknown("timed out", fmt.Sprintf("%s: not decided within %v (%d ops)", name, t, len(e.ops)))
+		case porcupine.Illegal:
+			invalid = append(invalid, name)
+			if len(invalid) > maxEvidence {
+				continue
+			}
+			var info porcupine.LinearizationInfo
+			r2, err := runPorcupine(ctx, func() porcupine.CheckResult {
+				var r porcupine.CheckResult
+				r, info = porcupine.CheckOperationsVerbose(m, pops, t)
+				return r
+			})
+			if err != nil {
+				stopped = err
+				break
+			}
+			if r2 != porcupine.Illegal {
+				res.Evidence = append(res.Evidence, fmt.Sprintf("%s: not linearizable (%d ops); the detailed re-check did not finish (%s), so there is no explanation", name, len(e.ops), r2))
+				continue
+			}
+			res.Evidence = append(res.Evidence, explainIllegal(m, name, info, e.ops, ops)...)
+			if outDir != "" {
+				rel := filepath.Join(HTMLDir, fileName(name)+".html")
+				path := filepath.Join(outDir, rel)
+				if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+					res.Evidence = append(res.Evidence, fmt.Sprintf("%s: visualization not written: %v", name, err))
+				} else if err := porcupine.VisualizePath(m, info, path); err != nil {
+					res.Evidence = append(res.Evidence, fmt.Sprintf("%s: visualization not written: %v", name, err))
+				} else {
+					res.Files = append(res.Files, filepath.ToSlash(rel))
+					res.Evidence = append(res.Evidence, fmt.Sprintf("%s: visualization in %s", name, filepath.ToSlash(rel)))
+				}
+			}
+		}
+		if stopped != nil {
+			break
+		}
+	}
+
+	nUnknown := 0
+	var reasons []string
+	for _, r := range slices.Sorted(maps.Keys(unknowns)) {
+		nUnknown += unknowns[r]
+		reasons = append(reasons, fmt.Sprintf("%d %s", unknowns[r], r))
+	}
+	res.Evidence = append(res.Evidence, unknownEv...)
+	if nUnknown > len(unknownEv) {
+		res.Evidence = append(res.Evidence, fmt.Sprintf("(and %d more entities not checked)", nUnknown-len(unknownEv)))
+	}
+	if c.unobserved > 0 {
+		counts += fmt.Sprintf("; %d unknown writes or cas dropped because no op observed their value", c.unobserved)
+	}
+	switch {
+	case len(invalid) > 0:
+		res.Verdict = Invalid
+		list := invalid
+		if len(list) > maxEvidence {
+			list = list[:maxEvidence]
+			res.Evidence = append(res.Evidence, fmt.Sprintf("(explained the first %d of %d non-linearizable entities)", maxEvidence, len(invalid)))
+		}
+		res.Summary = fmt.Sprintf("%d of %d register entities are not linearizable: %s", len(invalid), len(names), strings.Join(list, ", "))
+		if len(list) < len(invalid) {
+			res.Summary += ", ..."
+		}
+		res.Summary += " (" + counts + ")"
+	case stopped != nil:
+		res.Summary = fmt.Sprintf("stopped (%v) after %d of %d register entities, no violation found", stopped, linOK+nUnknown, len(names))
+	case nUnknown > 0:
+		res.Summary = fmt.Sprintf("no violation found, but %d of %d register entities could not be decided (%s); %s", nUnknown, len(names), strings.Join(reasons, ", "), counts)
+	default:
+		res.Verdict = Valid
+		res.Summary = counts + ": all linearizable"
+	}
+	res.Summary += skippedNote
+	return res
+}
+
+// dropUnobserved drops the unknown-outcome writes and cas whose value no
+// op observed (no read or failed cas returned it, no cas expected it), and
+// returns how many. This keeps the ops in flight, and so porcupine's cost,
+// down after faults, when many ops have unknown outcomes. It is exact: such
+// an op can always be moved to the end of a linearization (never taking
+// effect). Where it took effect, the register held its value until the
+// next write, since no op that needs that value exists, and the only ops
+// in between are unknown cas that failed, which can move to the end too.
+func (e *entityOps) dropUnobserved() int {
+	seen := map[regValue]bool{}
+	for _, o := range e.ops {
+		in, out := o.op.Input.(regInput), o.op.Output.(regOutput)
+		if in.Op == opCAS {
+			seen[in.Expect] = true
+			if !out.Unknown && !out.OK && !out.HasValue {
+				return 0 // a failed cas that did not say what it saw: keep all
+			}
+		}
+		if !out.Unknown && (in.Op == opRead || in.Op == opCAS && !out.OK) {
+			seen[out.Value] = true
+		}
+	}
+	kept := e.ops[:0]
+	for _, o := range e.ops {
+		in := o.op.Input.(regInput)
+		if o.op.Return == never && in.Op != opRead && !seen[in.Value] {
+			continue
+		}
+		o.op.Metadata = opMeta{len(kept)}
+		kept = append(kept, o)
+	}
+	n := len(e.ops) - len(kept)
+	clear(e.ops[len(kept):])
+	e.ops = kept
+	return n
+}
+
+// runPorcupine runs a check, giving up (and leaving it to finish within its
+// timeout) if ctx ends first.
+func runPorcupine(ctx context.Context, check func() porcupine.CheckResult) (porcupine.CheckResult, error) {
+	if ctx.Done() == nil {
+		return check(), nil
+	}
+	done := make(chan porcupine.CheckResult, 1)
+	go func() { done <- check() }()
+	select {
+	case r := <-done:
+		return r, nil
+	case <-ctx.Done():
+		return porcupine.Unknown, ctx.Err()
+	}
+}
+
+// concurrency returns the most ops in flight at one time (intervals are
+// closed; an unknown outcome is in flight from its invocation on), when,
+// and how many of them had unknown outcomes.
+func concurrency(ops []regOp) (most int, at int64, unknown int) {
+	type event struct {
+		t     int64
+		delta int // +1 call, -1 return
+		open  bool
+	}
+	ev := make([]event, 0, 2*len(ops))
+	for _, o := range ops {
+		open := o.op.Return == never
+		ev = append(ev, event{o.op.Call, 1, open})
+		if !open {
+			ev = append(ev, event{o.op.Return, -1, false})
+		}
+	}
+	slices.SortFunc(ev, func(a, b event) int {
+		return cmp.Or(cmp.Compare(a.t, b.t), cmp.Compare(b.delta, a.delta)) // calls first
+	})
+	n, openN := 0, 0
+	for _, e := range ev {
+		n += e.delta
+		if e.open {
+			openN++
+		}
+		if n > most {
+			most, at, unknown = n, e.t, openN
+		}
+	}
+	return most, at, unknown
+}
+
+// explainIllegal turns porcupine's partial linearizations into evidence.
+func explainIllegal(m porcupine.Model, name string, info porcupine.LinearizationInfo, eops []regOp, ops []history.Op) []string {
+	ev := []string{fmt.Sprintf("%s: not linearizable (%d ops)", name, len(eops))}
+	parts := info.PartialLinearizationsOperations()
+	var longest []porcupine.Operation
+	for _, p := range parts {
+		for _, lin := range p {
+			if len(lin) > len(longest) {
+				longest = lin
+			}
+		}
+	}
+	placed := make([]bool, len(eops))
+	state := m.Init()
+	for _, o := range longest {
+		if md, ok := o.Metadata.(opMeta); ok && md.k < len(placed) {
+			placed[md.k] = true
+		}
+		_, state = m.Step(state, o.Input, o.Output)
+	}
+	line := fmt.Sprintf("%s: the longest linearizable prefix found orders %d of the %d ops and leaves the register at %s", name, len(longest), len(eops), m.DescribeState(state))
+	if len(longest) > 0 {
+		last := longest[len(longest)-1]
+		if md, ok := last.Metadata.(opMeta); ok && md.k < len(eops) {
+			line += fmt.Sprintf(" (last: %s %s)", describeRegOp(last.Input.(regInput), last.Output.(regOutput)), describeRegMeta(ops, eops[md.k]))
+		}
+	}
+	ev = append(ev, line)
+	var rest []int
+	for k := range eops {
+		if !placed[k] && eops[k].op.Return != never {
+			rest = append(rest, k)
+		}
+	}
+	slices.SortFunc(rest, func(a, b int) int { return cmp.Compare(eops[a].op.Return, eops[b].op.Return) })
+	var next []string
+	for _, k := range rest[:min(len(rest), 3)] {
+		o := eops[k].op
+		next = append(next, describeRegOp(o.Input.(regInput), o.Output.(regOutput))+" "+describeRegMeta(ops, eops[k]))
+	}
+	if len(next) > 0 {
+		ev = append(ev, fmt.Sprintf("%s: no remaining op fits next; the first to complete: %s", name, strings.Join(next, "; ")))
+	}
+	return ev
+}
+
+// describeRegMeta names an op's history entries, process, node and times.
+func describeRegMeta(ops []history.Op, o regOp) string {
+	inv := &ops[o.inv]
+	if o.comp < 0 {
+		return fmt.Sprintf("[#%d, process %d, node %s, invoked t=%d, never completed]", inv.Index, inv.Process, inv.Node, inv.Time)
+	}
+	c := &ops[o.comp]
+	return fmt.Sprintf("[#%d/#%d, process %d, node %s, t=%d..%d %s]", inv.Index, c.Index, inv.Process, inv.Node, inv.Time, c.Time, c.Kind)
+}
+
+// fileName makes an entity name safe as a file name.
+func fileName(entity string) string {
+	b := []byte(entity)
+	for i, c := range b {
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '.') {
+			b[i] = '_'
+		}
+	}
+	return string(b)
+}
