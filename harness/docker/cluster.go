@@ -460,8 +460,12 @@ func (c *Cluster) Network() string { return c.network }
 // Subnet is the cluster network's subnet.
 func (c *Cluster) Subnet() netip.Prefix { return c.subnet }
 
-// Image is the node image's tag.
+// Image is the reference image's tag (the journal's, and the nodes' unless
+// NodeImage is set).
 func (c *Cluster) Image() string { return c.image }
+
+// NodeImage is the image under test, if one was given.
+func (c *Cluster) NodeImage() string { return c.opts.NodeImage }
 
 // Journal is the journal container (HTTPAddr is its published address).
 func (c *Cluster) Journal() Node { return *c.journal }

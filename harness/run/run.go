@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -61,6 +62,11 @@ type Options struct {
 	NodeArgs    []string      `json:"node_args,omitempty"`
 	// Image is the implementation under test ("": the reference node).
 	Image string `json:"image,omitempty"`
+
+	// Recorded by Run, not set by the user: the harness's build, and the
+	// image the nodes ran from (Docker).
+	HarnessVersion string `json:"harness_version"`
+	NodeImage      string `json:"node_image,omitempty"`
 }
 
 // Validate checks the options.
@@ -141,6 +147,7 @@ func (t *Test) Run(ctx context.Context, resultsRoot string) (Result, error) {
 		o.RunID = runID(o.Name, start)
 	}
 	t.Options.RunID = o.RunID
+	o.HarnessVersion = harnessVersion()
 	if err := writeJSON(filepath.Join(dir, "test.json"), o); err != nil {
 		return res, err
 	}
@@ -169,6 +176,13 @@ func (t *Test) Run(ctx context.Context, resultsRoot string) (Result, error) {
 			t.Log.Warn("stopping the cluster", "err", err)
 		}
 	}()
+	if im, ok := cl.(interface{ Image() string }); ok {
+		// Now that it is known, record the image the nodes run from.
+		o.NodeImage = im.Image()
+		if err := writeJSON(filepath.Join(dir, "test.json"), o); err != nil {
+			return res, err
+		}
+	}
 	nodes := cl.Nodes()
 	clients := make([]*nodeclient.Client, len(nodes))
 	for i, n := range nodes {
@@ -352,6 +366,27 @@ func checkCapability(ctx context.Context, c *nodeclient.Client, w workloads.Work
 	}
 	return fmt.Errorf("workload %s needs the %q capability, which %s does not declare (it has %v)",
 		w.Name(), w.Capability(), caps.Implementation, caps.Capabilities)
+}
+
+// harnessVersion names this build: module version and VCS revision, as far
+// as the build recorded them.
+func harnessVersion() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "unknown"
+	}
+	v := bi.Main.Version
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			v += " " + s.Value
+		case "vcs.modified":
+			if s.Value == "true" {
+				v += " (modified)"
+			}
+		}
+	}
+	return v + " " + bi.GoVersion
 }
 
 // runID derives a run id from the test name and start time: letters,

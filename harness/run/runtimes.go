@@ -40,6 +40,14 @@ func (d dockerCluster) Nodes() []Node {
 	return out
 }
 
+// Image is the image the nodes run from.
+func (d dockerCluster) Image() string {
+	if im := d.c.NodeImage(); im != "" {
+		return im
+	}
+	return d.c.Image()
+}
+
 // Stop copies the logs into the run's directory (given to Start) and
 // removes everything of the run.
 func (d dockerCluster) Stop(ctx context.Context, _ string) error { return d.c.Stop(ctx) }
