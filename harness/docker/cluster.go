@@ -414,29 +414,14 @@ func (c *Cluster) waitJournal(ctx context.Context, timeout time.Duration) error 
 
 // WaitReady waits until the node reports itself ready.
 func (c *Cluster) WaitReady(ctx context.Context, n *Node, timeout time.Duration) error {
-	cl := nodeclient.New(n.HTTPAddr, nil)
-	deadline := time.Now().Add(timeout)
-	for {
-		rctx, cancel := context.WithTimeout(ctx, time.Second)
-		st, err := cl.Status(rctx)
-		cancel()
-		if err == nil && st.Ready {
-			return nil
-		}
-		select {
-		case <-n.exited:
-			return fmt.Errorf("docker: %s exited before it was ready: %s", n.Name, c.tail(ctx, n))
-		default:
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("docker: %s not ready after %v: %v", n.Name, timeout, err)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
+	err := nodeclient.New(n.HTTPAddr, nil).WaitReady(ctx, n.exited, timeout)
+	switch {
+	case errors.Is(err, nodeclient.ErrExited):
+		return fmt.Errorf("docker: %s exited before it was ready: %s", n.Name, c.tail(ctx, n))
+	case err != nil:
+		return fmt.Errorf("docker: %s: %w", n.Name, err)
 	}
+	return nil
 }
 
 // tail returns the last lines of a container's log, for an error message.

@@ -226,29 +226,14 @@ func (p *Process) Stop(grace time.Duration) {
 
 // WaitReady waits until the node reports itself ready.
 func (c *Cluster) WaitReady(ctx context.Context, p *Process, timeout time.Duration) error {
-	cl := nodeclient.New(p.HTTPAddr, nil)
-	deadline := time.Now().Add(timeout)
-	for {
-		rctx, cancel := context.WithTimeout(ctx, time.Second)
-		st, err := cl.Status(rctx)
-		cancel()
-		if err == nil && st.Ready {
-			return nil
-		}
-		select {
-		case <-p.Exited():
-			return fmt.Errorf("local: %s exited before it was ready (see %s)", p.Name, p.LogPath)
-		default:
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("local: %s not ready after %v (see %s): %v", p.Name, timeout, p.LogPath, err)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
+	err := nodeclient.New(p.HTTPAddr, nil).WaitReady(ctx, p.Exited(), timeout)
+	switch {
+	case errors.Is(err, nodeclient.ErrExited):
+		return fmt.Errorf("local: %s exited before it was ready (see %s)", p.Name, p.LogPath)
+	case err != nil:
+		return fmt.Errorf("local: %s (see %s): %w", p.Name, p.LogPath, err)
 	}
+	return nil
 }
 
 // Stop stops every process: nodes first, then the journal.

@@ -279,3 +279,36 @@ func (c *Client) Capabilities(ctx context.Context) (Capabilities, error) {
 	var r Capabilities
 	return r, c.do(ctx, http.MethodGet, "/v1/capabilities", nil, &r)
 }
+
+// ErrExited: the node's process or container exited before it was ready.
+var ErrExited = errors.New("exited before it was ready")
+
+// WaitReady polls the node's status until it reports itself ready, the
+// node exits (exited closes), timeout passes or ctx ends.
+func (c *Client) WaitReady(ctx context.Context, exited <-chan struct{}, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		rctx, cancel := context.WithTimeout(ctx, time.Second)
+		st, err := c.Status(rctx)
+		cancel()
+		if err == nil && st.Ready {
+			return nil
+		}
+		select {
+		case <-exited:
+			return ErrExited
+		default:
+		}
+		if time.Now().After(deadline) {
+			if err == nil {
+				err = fmt.Errorf("status %s", st.Self.Status)
+			}
+			return fmt.Errorf("not ready after %v: %w", timeout, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
