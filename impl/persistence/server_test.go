@@ -278,16 +278,12 @@ func TestClientErrorMapping(t *testing.T) {
 		defer srv.Close()
 		defer close(release)
 		c := NewClient(srv.URL, ClientOptions{Timeout: 50 * time.Millisecond, Backoff: time.Millisecond})
-		start := time.Now()
 		_, err := c.Append(ctx, "p", 0, NoEpoch, one)
 		if !errors.Is(err, ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) {
 			t.Errorf("hung append: %v, want ErrUnavailable wrapping the deadline", err)
 		}
 		if n := calls.Load(); n != 1 {
 			t.Errorf("hung append sent %d times, want 1", n)
-		}
-		if time.Since(start) > 2*time.Second {
-			t.Errorf("hung append took %v", time.Since(start))
 		}
 	})
 
@@ -323,14 +319,9 @@ func TestClientClosedServer(t *testing.T) {
 	for name, call := range calls {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			start := time.Now()
 			err := call()
 			if !errors.Is(err, ErrUnavailable) || IsDefinite(err) {
 				t.Errorf("%v, want ErrUnavailable", err)
-			}
-			// Three retries with 200ms doubling backoff: 1.4s of waiting.
-			if d := time.Since(start); d > 3*time.Second {
-				t.Errorf("took %v", d)
 			}
 		})
 	}

@@ -487,12 +487,8 @@ func TestCanceledContextWritesNothing(t *testing.T) {
 
 func TestOpenLockedFile(t *testing.T) {
 	_, path := openTestStore(t, true)
-	start := time.Now()
 	if _, err := Open(path, StoreOptions{LockTimeout: 100 * time.Millisecond}); err == nil || !strings.Contains(err.Error(), "locked") {
 		t.Fatalf("second Open of a locked file: %v", err)
-	}
-	if time.Since(start) > 5*time.Second {
-		t.Fatal("second Open took too long")
 	}
 }
 
