@@ -80,6 +80,8 @@ func ForWorkload(name string) []Checker {
 		return []Checker{Linearizable{}}
 	case "idgen":
 		return []Checker{UniqueIDs{}}
+	case "append":
+		return []Checker{AppendLog{}}
 	}
 	return nil
 }

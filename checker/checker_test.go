@@ -36,7 +36,10 @@ func TestForWorkload(t *testing.T) {
 	if c := ForWorkload("idgen"); len(c) != 1 || c[0].Name() != "unique-ids" {
 		t.Fatal(c)
 	}
-	if c := ForWorkload("append"); c != nil {
+	if c := ForWorkload("append"); len(c) != 1 || c[0].Name() != "append-log" {
+		t.Fatal(c)
+	}
+	if c := ForWorkload("bank"); c != nil {
 		t.Fatal(c)
 	}
 }

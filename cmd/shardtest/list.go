@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/shardtest/shardtest/checker"
 	"github.com/shardtest/shardtest/workloads"
 )
 
@@ -66,8 +67,12 @@ func writeList(w io.Writer, kinds []string) error {
 			fmt.Fprintln(w, "Nemeses:")
 			fmt.Fprintln(w, "  none available yet (nemeses arrive with issue 4/6)")
 		case "checkers":
-			fmt.Fprintln(w, "Checkers:")
-			fmt.Fprintln(w, "  none available yet (checkers arrive with issue 5/6; until then verdicts are \"unchecked\")")
+			fmt.Fprintln(w, "Checkers: (name, and the workload whose history each reads)")
+			for _, wl := range workloads.All() {
+				for _, c := range checker.ForWorkload(wl.Name()) {
+					fmt.Fprintf(w, "  %-14s %s\n", c.Name(), wl.Name())
+				}
+			}
 		}
 	}
 	return nil

@@ -17,7 +17,7 @@ func TestListCmd(t *testing.T) {
 		{args: nil, want: []string{"Workloads:", "register", "Nemeses:", "none available yet", "Checkers:"}},
 		{args: []string{"workloads"}, want: []string{"register", "sharding"}, not: []string{"Nemeses:"}},
 		{args: []string{"nemeses"}, want: []string{"Nemeses:", "none available yet"}, not: []string{"Workloads:"}},
-		{args: []string{"checkers"}, want: []string{"Checkers:", "none available yet"}},
+		{args: []string{"checkers"}, want: []string{"Checkers", "linearizable", "append-log", "unique-ids"}},
 		{args: []string{"bogus"}, wantErr: "unknown kind"},
 		{args: []string{"workloads", "checkers"}, wantErr: "accepts at most 1 arg"},
 	} {
