@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/shardtest/shardtest/harness/history"
+	"github.com/shardtest/shardtest/harness/run"
 )
 
 // File names inside a run folder.
@@ -43,24 +44,9 @@ const (
 // TimestampLayout is the layout of a run folder's name (UTC).
 const TimestampLayout = "20060102T150405.000Z"
 
-// Options are the fields of test.json that the store shows; unknown fields
-// are ignored.
-type Options struct {
-	Name        string        `json:"name"`
-	RunID       string        `json:"run_id"`
-	Runtime     string        `json:"runtime"`
-	Workload    string        `json:"workload"`
-	Nodes       int           `json:"nodes"`
-	Concurrency int           `json:"concurrency"`
-	Rate        float64       `json:"rate"`
-	TimeLimit   time.Duration `json:"time_limit_ns"`
-	OpTimeout   time.Duration `json:"op_timeout_ns"`
-	Entities    int           `json:"entities"`
-	Skew        float64       `json:"skew"`
-	PerEntity   int           `json:"per_entity"`
-	Seed        int64         `json:"seed"`
-	NodeArgs    []string      `json:"node_args,omitempty"`
-}
+// Options is test.json, as shardtest run writes it (one definition, so
+// the store cannot drift from what runs record).
+type Options = run.Options
 
 // Run is one stored run.
 type Run struct {
