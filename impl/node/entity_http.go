@@ -9,6 +9,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/shardtest/shardtest/impl/cluster"
 	"github.com/shardtest/shardtest/impl/entities"
 	"github.com/shardtest/shardtest/impl/peer"
 	"github.com/shardtest/shardtest/impl/sharding"
@@ -105,9 +106,9 @@ func classifyEntityError(err error) (status int, code, outcome string) {
 // and reports whether it may go on.
 func (n *Node) refuseUnlessReady(w http.ResponseWriter) bool {
 	switch st := n.selfState(); {
-	case st == "down":
+	case st == cluster.StatusDown:
 		n.writeError(w, http.StatusServiceUnavailable, "downed", peer.OutcomeFail, "this member was downed")
-	case st == "removed":
+	case st == cluster.StatusRemoved:
 		n.writeError(w, http.StatusServiceUnavailable, "left", peer.OutcomeFail, "this member has left the cluster")
 	case !ready(st) || n.current() == nil:
 		n.writeError(w, http.StatusServiceUnavailable, "not-ready", peer.OutcomeFail, "this member has not joined the cluster yet")

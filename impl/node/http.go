@@ -317,15 +317,11 @@ func (n *Node) handleNextID(w http.ResponseWriter, r *http.Request) {
 		proxy = inc.proxy
 		n.mu.Unlock()
 	}
-	switch st := n.selfState(); {
-	case st == cluster.StatusDown:
-		n.writeError(w, http.StatusServiceUnavailable, "downed", peer.OutcomeFail, "this member was downed")
+	if !n.refuseUnlessReady(w) {
 		return
-	case st == cluster.StatusRemoved:
-		n.writeError(w, http.StatusServiceUnavailable, "left", peer.OutcomeFail, "this member has left the cluster")
-		return
-	case !ready(st) || proxy == nil:
-		n.writeError(w, http.StatusServiceUnavailable, "not-ready", peer.OutcomeFail, "this member has not joined the cluster yet")
+	}
+	if proxy == nil {
+		n.writeError(w, http.StatusServiceUnavailable, "not-ready", peer.OutcomeFail, "the singleton proxy is not running yet")
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), n.cfg.RequestTimeout)
