@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"hash/fnv"
 	"log/slog"
+	mrand "math/rand/v2"
+	"net"
 	"net/http"
 	"net/netip"
 	"os"
@@ -18,6 +20,7 @@ import (
 	"sync"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/api/pkg/stdcopy"
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/api/types/mount"
@@ -63,7 +66,8 @@ type Options struct {
 type Node struct {
 	Name string
 	// HTTPAddr is the node protocol address published on the host
-	// (127.0.0.1:port).
+	// (127.0.0.1:port). It stays the same for the container's life, across
+	// Kill and Start.
 	HTTPAddr    string
 	IP          string // on the cluster network
 	ContainerID string
@@ -71,6 +75,8 @@ type Node struct {
 }
 
 // Exited returns a channel closed once the container has stopped running.
+// A container started again by Cluster.Start gets a new channel: the one of
+// a Node taken before stays closed, so take Nodes (or Journal) again.
 func (n Node) Exited() <-chan struct{} { return n.exited }
 
 // Cluster is a running Docker cluster.
@@ -82,8 +88,25 @@ type Cluster struct {
 	image     string
 	network   string
 	subnet    netip.Prefix
-	journal   *Node
-	nodes     []*Node
+
+	// mu guards journal, nodes, nextIndex, ctl and the exited channel of
+	// every Node they point to (Start replaces it); a Node's other fields
+	// are set before it is published and never change.
+	mu      sync.Mutex
+	journal *Node
+	nodes   []*Node
+	// nextIndex is the index of the next node AddNode creates: never one
+	// used before in the run, so a removed node's container name, address
+	// and log file are not reused.
+	nextIndex int
+	// ctl holds, per container name, a lock that serialises the calls
+	// changing that container's state (Kill, Start, Pause, Unpause,
+	// RemoveNode), so that, e.g., two Starts do not both install a watcher.
+	ctl map[string]*sync.Mutex
+	// netSidecar makes Net use a sidecar container even when the nodes run
+	// the reference image (tests of the sidecar path).
+	netSidecar bool
+
 	// ctx ends the containers' watchers at Stop.
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -140,7 +163,7 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("docker: results directory: %w", err)
 	}
-	c := &Cluster{opts: opts, cli: opts.Client, runID: opts.RunID}
+	c := &Cluster{opts: opts, cli: opts.Client, runID: opts.RunID, nextIndex: opts.Nodes + 1}
 	if c.cli == nil {
 		if c.cli, err = NewClient(ctx); err != nil {
 			return nil, err
@@ -196,8 +219,11 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	if _, err := c.cli.VolumeCreate(ctx, client.VolumeCreateOptions{Name: vol, Labels: c.labels()}); err != nil {
 		return nil, fmt.Errorf("docker: create volume %s: %w", vol, err)
 	}
-	c.journal = &Node{Name: "journal", IP: jip.String()}
-	err = c.run(ctx, c.journal, JournalPort,
+	journal := &Node{Name: "journal", IP: jip.String()}
+	c.mu.Lock()
+	c.journal = journal
+	c.mu.Unlock()
+	err = c.run(ctx, journal, JournalPort,
 		&container.Config{
 			Entrypoint: []string{"/shardtest", "journal"},
 			Cmd:        []string{"--listen", "0.0.0.0:" + strconv.Itoa(JournalPort), "--data", "/data"},
@@ -208,36 +234,23 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := c.waitJournal(ctx, 30*time.Second); err != nil {
+	if err := c.waitJournal(ctx, *journal, 30*time.Second); err != nil {
 		return nil, err
 	}
-	log.Info("docker: journal up", "addr", c.journal.HTTPAddr)
+	log.Info("docker: journal up", "addr", journal.HTTPAddr)
 
 	var seeds []string
 	for i := 1; i <= opts.Nodes; i++ {
-		seeds = append(seeds, hostIP(c.subnet, 10+i).String()+":"+strconv.Itoa(GossipPort))
+		seeds = append(seeds, gossipAddr(hostIP(c.subnet, 10+i).String()))
 	}
 	for i := 1; i <= opts.Nodes; i++ {
-		ip := hostIP(c.subnet, 10+i).String()
-		n := &Node{Name: "n" + strconv.Itoa(i), IP: ip}
-		env := []string{
-			"SHARDTEST_NAME=" + n.Name,
-			"SHARDTEST_HTTP=0.0.0.0:" + strconv.Itoa(HTTPPort),
-			"SHARDTEST_HTTP_ADVERTISE=" + ip + ":" + strconv.Itoa(HTTPPort),
-			"SHARDTEST_GOSSIP_BIND=" + ip,
-			"SHARDTEST_GOSSIP_PORT=" + strconv.Itoa(GossipPort),
-			"SHARDTEST_SEEDS=" + strings.Join(seeds, ","),
-			"SHARDTEST_JOURNAL=http://" + jip.String() + ":" + strconv.Itoa(JournalPort),
-		}
-		err := c.run(ctx, n, HTTPPort,
-			// Nodes start from the environment alone (docs/protocol.md),
-			// with NodeArgs as extra arguments, whatever the image.
-			&container.Config{Image: opts.NodeImage, Cmd: opts.NodeArgs, Env: env},
-			&container.HostConfig{CapAdd: []string{"NET_ADMIN"}})
-		if err != nil {
+		n := &Node{Name: "n" + strconv.Itoa(i), IP: hostIP(c.subnet, 10+i).String()}
+		if err := c.runNode(ctx, n, seeds); err != nil {
 			return nil, err
 		}
+		c.mu.Lock()
 		c.nodes = append(c.nodes, n)
+		c.mu.Unlock()
 		if i == 1 {
 			// The first seed bootstraps the cluster; the others join it.
 			if err := c.WaitReady(ctx, n, 60*time.Second); err != nil {
@@ -246,13 +259,34 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 			log.Info("docker: first node ready", "node", n.Name, "addr", n.HTTPAddr)
 		}
 	}
-	for _, n := range c.nodes {
-		if err := c.WaitReady(ctx, n, 60*time.Second); err != nil {
+	for _, n := range c.Nodes() {
+		if err := c.WaitReady(ctx, &n, 60*time.Second); err != nil {
 			return nil, err
 		}
 	}
-	log.Info("docker: cluster ready", "nodes", len(c.nodes), "took", time.Since(t0).Round(time.Millisecond))
+	log.Info("docker: cluster ready", "nodes", opts.Nodes, "took", time.Since(t0).Round(time.Millisecond))
 	return c, nil
+}
+
+func gossipAddr(ip string) string { return ip + ":" + strconv.Itoa(GossipPort) }
+
+// runNode creates and starts node n (Name and IP set) with the given seeds.
+func (c *Cluster) runNode(ctx context.Context, n *Node, seeds []string) error {
+	jip := hostIP(c.subnet, 2).String()
+	env := []string{
+		"SHARDTEST_NAME=" + n.Name,
+		"SHARDTEST_HTTP=0.0.0.0:" + strconv.Itoa(HTTPPort),
+		"SHARDTEST_HTTP_ADVERTISE=" + n.IP + ":" + strconv.Itoa(HTTPPort),
+		"SHARDTEST_GOSSIP_BIND=" + n.IP,
+		"SHARDTEST_GOSSIP_PORT=" + strconv.Itoa(GossipPort),
+		"SHARDTEST_SEEDS=" + strings.Join(seeds, ","),
+		"SHARDTEST_JOURNAL=http://" + jip + ":" + strconv.Itoa(JournalPort),
+	}
+	return c.run(ctx, n, HTTPPort,
+		// Nodes start from the environment alone (docs/protocol.md), with
+		// NodeArgs as extra arguments, whatever the image.
+		&container.Config{Image: c.opts.NodeImage, Cmd: c.opts.NodeArgs, Env: env},
+		&container.HostConfig{CapAdd: []string{"NET_ADMIN"}})
 }
 
 func (c *Cluster) labels() map[string]string {
@@ -292,8 +326,21 @@ func (c *Cluster) createNetwork(ctx context.Context) error {
 	return fmt.Errorf("docker: create network %s: no free /24 in %s: %w", name, subnetBase, last)
 }
 
+// containerName is the container name of the run's node (or journal).
+func (c *Cluster) containerName(name string) string {
+	return "shardtest-" + c.runID + "-" + name
+}
+
 // run creates and starts n's container on the cluster network with the
-// given port published on 127.0.0.1, and starts watching for its exit.
+// given port published on 127.0.0.1, and starts watching for its exit. It
+// sets n's ContainerID once the container exists (so CopyLogs finds it even
+// if starting it fails), then HTTPAddr and the exited channel.
+//
+// The host port is chosen here rather than by the engine: a port the
+// engine picks is picked again at every start, so a node killed and
+// started again would move, and the harness's clients would lose it. A
+// port fixed in the container's configuration stays the node's for the
+// container's life.
 func (c *Cluster) run(ctx context.Context, n *Node, port int, cfg *container.Config, hc *container.HostConfig) error {
 	p, err := network.ParsePort(strconv.Itoa(port) + "/tcp")
 	if err != nil {
@@ -307,48 +354,117 @@ func (c *Cluster) run(ctx context.Context, n *Node, port int, cfg *container.Con
 	cfg.Labels["shardtest.name"] = n.Name
 	cfg.ExposedPorts = network.PortSet{p: {}}
 	hc.NetworkMode = container.NetworkMode(c.network)
-	hc.PortBindings = network.PortMap{p: {{HostIP: netip.MustParseAddr("127.0.0.1"), HostPort: ""}}}
 	ip := netip.MustParseAddr(n.IP)
-	name := "shardtest-" + c.runID + "-" + n.Name
-	res, err := c.cli.ContainerCreate(ctx, client.ContainerCreateOptions{
-		Name:       name,
-		Config:     cfg,
-		HostConfig: hc,
-		NetworkingConfig: &network.NetworkingConfig{EndpointsConfig: map[string]*network.EndpointSettings{
-			c.network: {IPAMConfig: &network.EndpointIPAMConfig{IPv4Address: ip}},
-		}},
-	})
-	if err != nil {
-		return fmt.Errorf("docker: create container %s: %w", name, err)
+	name := c.containerName(n.Name)
+	const tries = 5
+	var last error
+	for range tries {
+		hostPort, err := pickHostPort()
+		if err != nil {
+			return fmt.Errorf("docker: container %s: %w", name, err)
+		}
+		hc.PortBindings = network.PortMap{p: {{HostIP: netip.MustParseAddr("127.0.0.1"), HostPort: strconv.Itoa(hostPort)}}}
+		res, err := c.cli.ContainerCreate(ctx, client.ContainerCreateOptions{
+			Name:       name,
+			Config:     cfg,
+			HostConfig: hc,
+			NetworkingConfig: &network.NetworkingConfig{EndpointsConfig: map[string]*network.EndpointSettings{
+				c.network: {IPAMConfig: &network.EndpointIPAMConfig{IPv4Address: ip}},
+			}},
+		})
+		if err != nil {
+			return fmt.Errorf("docker: create container %s: %w", name, err)
+		}
+		c.mu.Lock()
+		n.ContainerID = res.ID
+		c.mu.Unlock()
+		_, err = c.cli.ContainerStart(ctx, res.ID, client.ContainerStartOptions{})
+		if err == nil {
+			exited := make(chan struct{})
+			c.mu.Lock()
+			n.HTTPAddr = "127.0.0.1:" + strconv.Itoa(hostPort)
+			n.exited = exited
+			c.mu.Unlock()
+			go c.watch(n.Name, res.ID, exited)
+			return nil
+		}
+		if !isPortConflict(err) {
+			return fmt.Errorf("docker: start container %s: %w", name, err)
+		}
+		// Something took the port between pickHostPort and the engine's
+		// bind (the port is only fixed at start): try another. The name
+		// is reused, so the container must go first.
+		last = err
+		if _, rerr := c.cli.ContainerRemove(context.WithoutCancel(ctx), res.ID, client.ContainerRemoveOptions{Force: true}); rerr != nil && !cerrdefs.IsNotFound(rerr) {
+			return fmt.Errorf("docker: start container %s: %w (and removing it to retry on another port: %v)", name, err, rerr)
+		}
+		c.mu.Lock()
+		n.ContainerID = ""
+		c.mu.Unlock()
 	}
-	n.ContainerID = res.ID
-	n.exited = make(chan struct{})
-	if _, err := c.cli.ContainerStart(ctx, res.ID, client.ContainerStartOptions{}); err != nil {
-		return fmt.Errorf("docker: start container %s: %w", name, err)
-	}
-	go c.watch(n)
-	ins, err := c.cli.ContainerInspect(ctx, res.ID, client.ContainerInspectOptions{})
-	if err != nil {
-		return fmt.Errorf("docker: inspect container %s: %w", name, err)
-	}
-	if ins.Container.NetworkSettings != nil {
-		for _, b := range ins.Container.NetworkSettings.Ports[p] {
-			if b.HostPort != "" && (!b.HostIP.IsValid() || b.HostIP.Is4()) {
-				n.HTTPAddr = "127.0.0.1:" + b.HostPort
-				break
+	return fmt.Errorf("docker: start container %s: host port taken %d times in a row: %w", name, tries, last)
+}
+
+// isPortConflict reports whether err is the engine failing to bind a
+// published host port: "port is already allocated" when another container
+// holds it, "address already in use" when another process does.
+func isPortConflict(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, "port is already allocated") || strings.Contains(msg, "address already in use")
+}
+
+// pickHostPort returns a TCP port free on 127.0.0.1 at the time of the
+// call, for a container to keep for its life.
+//
+// It prefers a port above the kernel's ephemeral range: between a Kill
+// and a Start, while the engine does not hold the port, the host's own
+// outgoing connections (the harness's clients, to the other nodes) draw
+// their source ports from that range, and one that drew the node's port
+// would make the Start fail to bind it. Where there is no such room (or no
+// /proc), it takes a port the kernel picks.
+func pickHostPort() (int, error) {
+	if _, hi, ok := ephemeralRange(); ok && hi < 65535-100 {
+		for range 20 {
+			port := hi + 1 + mrand.IntN(65535-hi)
+			l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
+			if err == nil {
+				l.Close()
+				return port, nil
 			}
 		}
 	}
-	if n.HTTPAddr == "" {
-		return fmt.Errorf("docker: container %s: port %s was not published", name, p)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("pick a host port: %w", err)
 	}
-	return nil
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-// watch closes n.exited once n's container is no longer running.
-func (c *Cluster) watch(n *Node) {
-	defer close(n.exited)
-	w := c.cli.ContainerWait(c.ctx, n.ContainerID, client.ContainerWaitOptions{Condition: container.WaitConditionNotRunning})
+// ephemeralRange reads the kernel's range of ports for outgoing
+// connections.
+func ephemeralRange() (lo, hi int, ok bool) {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 0, 0, false
+	}
+	f := strings.Fields(string(b))
+	if len(f) != 2 {
+		return 0, 0, false
+	}
+	lo, err1 := strconv.Atoi(f[0])
+	hi, err2 := strconv.Atoi(f[1])
+	if err1 != nil || err2 != nil || lo < 1 || hi < lo || hi > 65535 {
+		return 0, 0, false
+	}
+	return lo, hi, true
+}
+
+// watch closes exited once the container id (of the node or journal
+// name) is no longer running, or the cluster's ctx ends (Stop).
+func (c *Cluster) watch(name, id string, exited chan struct{}) {
+	defer close(exited)
+	w := c.cli.ContainerWait(c.ctx, id, client.ContainerWaitOptions{Condition: container.WaitConditionNotRunning})
 	select {
 	case <-w.Result:
 		return
@@ -356,18 +472,18 @@ func (c *Cluster) watch(n *Node) {
 		if c.ctx.Err() != nil {
 			return
 		}
-		c.opts.Logger.Debug("docker: wait failed; polling", "container", n.Name, "err", err)
+		c.opts.Logger.Debug("docker: wait failed; polling", "container", name, "err", err)
 	}
 	// Fall back to polling.
 	for {
-		ins, err := c.cli.ContainerInspect(c.ctx, n.ContainerID, client.ContainerInspectOptions{})
+		ins, err := c.cli.ContainerInspect(c.ctx, id, client.ContainerInspectOptions{})
 		if c.ctx.Err() != nil {
 			return
 		}
 		if err == nil && (ins.Container.State == nil || !ins.Container.State.Running) {
 			return
 		}
-		if err != nil && strings.Contains(err.Error(), "No such container") {
+		if err != nil && (cerrdefs.IsNotFound(err) || strings.Contains(err.Error(), "No such container")) {
 			return
 		}
 		select {
@@ -378,8 +494,9 @@ func (c *Cluster) watch(n *Node) {
 	}
 }
 
-func (c *Cluster) waitJournal(ctx context.Context, timeout time.Duration) error {
-	url := "http://" + c.journal.HTTPAddr + "/v1/health"
+// waitJournal waits until the journal j answers its health check.
+func (c *Cluster) waitJournal(ctx context.Context, j Node, timeout time.Duration) error {
+	url := "http://" + j.HTTPAddr + "/v1/health"
 	deadline := time.Now().Add(timeout)
 	var last error
 	for {
@@ -397,8 +514,8 @@ func (c *Cluster) waitJournal(ctx context.Context, timeout time.Duration) error 
 		cancel()
 		last = err
 		select {
-		case <-c.journal.exited:
-			return fmt.Errorf("docker: the journal container exited before it was healthy: %s", c.tail(ctx, c.journal))
+		case <-j.exited:
+			return fmt.Errorf("docker: the journal container exited before it was healthy: %s", c.tail(ctx, &j))
 		default:
 		}
 		if time.Now().After(deadline) {
@@ -453,10 +570,20 @@ func (c *Cluster) Image() string { return c.image }
 func (c *Cluster) NodeImage() string { return c.opts.NodeImage }
 
 // Journal is the journal container (HTTPAddr is its published address).
-func (c *Cluster) Journal() Node { return *c.journal }
+func (c *Cluster) Journal() Node {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.journal == nil {
+		return Node{}
+	}
+	return *c.journal
+}
 
-// Nodes returns the nodes, n1 first.
+// Nodes returns the nodes, n1 first, then those AddNode added, in order;
+// not those RemoveNode removed.
 func (c *Cluster) Nodes() []Node {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	out := make([]Node, len(c.nodes))
 	for i, n := range c.nodes {
 		out[i] = *n
@@ -467,15 +594,15 @@ func (c *Cluster) Nodes() []Node {
 // CopyLogs writes each container's stdout and stderr to Dir/<name>.log.
 func (c *Cluster) CopyLogs(ctx context.Context) error {
 	var errs []error
-	all := append([]*Node{}, c.nodes...)
-	if c.journal != nil {
-		all = append([]*Node{c.journal}, all...)
+	all := c.Nodes()
+	if j := c.Journal(); j.Name != "" {
+		all = append([]Node{j}, all...)
 	}
 	for _, n := range all {
 		if n.ContainerID == "" {
 			continue
 		}
-		if err := c.copyLog(ctx, n); err != nil {
+		if err := c.copyLog(ctx, &n); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -503,7 +630,9 @@ func (c *Cluster) copyLog(ctx context.Context, n *Node) error {
 }
 
 // Stop copies the logs, then removes the run's containers (killing
-// them), its network and its volumes. It is safe to call more than once.
+// them, paused or not; sidecars and added nodes too: everything labelled
+// with the run), its network and its volumes. It is safe to call more than
+// once. The other controls fail after Stop.
 func (c *Cluster) Stop(ctx context.Context) error {
 	c.stopOnce.Do(func() {
 		var errs []error

@@ -4,6 +4,7 @@
 package local
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"syscall"
@@ -45,17 +47,36 @@ type Process struct {
 	args       []string
 	binary     string
 
-	mu   sync.Mutex
+	// ctl serialises the calls that start or kill the process, so that
+	// two Starts do not run two processes.
+	ctl  sync.Mutex
+	mu   sync.Mutex // guards cmd, done and err
 	cmd  *exec.Cmd
 	done chan struct{}
 	err  error
 }
 
+// JournalName names the journal in the controls (Kill, Start, ...).
+const JournalName = "journal"
+
 // Cluster is a running local cluster.
 type Cluster struct {
 	opts    Options
 	Journal *Process
-	Nodes   []*Process
+	// Nodes are the nodes, n1 first, then those AddNode added; not those
+	// RemoveNode removed. AddNode and RemoveNode replace the slice (never
+	// change one handed out) under a lock: code that may run while they
+	// do reads NodeList instead.
+	Nodes []*Process
+
+	// mu guards Nodes and nextIndex.
+	mu sync.Mutex
+	// nextIndex is the index of the next node AddNode starts: never one
+	// used before in the run, so a removed node's ports are not reused
+	// while its old incarnation may still be remembered by the others.
+	nextIndex int
+	// adding serialises AddNode, whose ports depend on the index.
+	adding sync.Mutex
 }
 
 // Start starts the journal and the nodes and waits until every node is
@@ -80,7 +101,7 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("local: results directory: %w", err)
 	}
-	c := &Cluster{opts: opts}
+	c := &Cluster{opts: opts, nextIndex: opts.Nodes + 1}
 	defer func() {
 		if err != nil {
 			c.Stop()
@@ -107,29 +128,16 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	}
 	var seeds []string
 	for i := 1; i <= opts.Nodes; i++ {
-		seeds = append(seeds, "127.0.0.1:"+strconv.Itoa(opts.BasePort+100+i))
+		seeds = append(seeds, gossipAddr(opts.BasePort, i))
 	}
 	for i := 1; i <= opts.Nodes; i++ {
-		name := "n" + strconv.Itoa(i)
-		p := &Process{
-			Name:       name,
-			HTTPAddr:   "127.0.0.1:" + strconv.Itoa(opts.BasePort+i),
-			GossipAddr: seeds[i-1],
-			binary:     opts.Binary,
-			LogPath:    filepath.Join(opts.Dir, name+".log"),
-		}
-		p.args = append([]string{"node",
-			"--name", name,
-			"--http", p.HTTPAddr,
-			"--gossip-bind", "127.0.0.1",
-			"--gossip-port", strconv.Itoa(opts.BasePort + 100 + i),
-			"--seeds", joinComma(seeds),
-			"--journal", "http://" + jaddr,
-		}, opts.NodeArgs...)
+		p := c.newNode(i, seeds)
 		if err := p.start(); err != nil {
 			return nil, err
 		}
+		c.mu.Lock()
 		c.Nodes = append(c.Nodes, p)
+		c.mu.Unlock()
 		if i == 1 {
 			// The first seed bootstraps; the others join it.
 			if err := c.WaitReady(ctx, p, 30*time.Second); err != nil {
@@ -137,12 +145,45 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 			}
 		}
 	}
-	for _, p := range c.Nodes {
+	for _, p := range c.NodeList() {
 		if err := c.WaitReady(ctx, p, 30*time.Second); err != nil {
 			return nil, err
 		}
 	}
 	return c, nil
+}
+
+// newNode returns (not started) node i, seeded with seeds.
+func (c *Cluster) newNode(i int, seeds []string) *Process {
+	name := "n" + strconv.Itoa(i)
+	p := &Process{
+		Name:       name,
+		HTTPAddr:   "127.0.0.1:" + strconv.Itoa(c.opts.BasePort+i),
+		GossipAddr: gossipAddr(c.opts.BasePort, i),
+		binary:     c.opts.Binary,
+		LogPath:    filepath.Join(c.opts.Dir, name+".log"),
+	}
+	p.args = append([]string{"node",
+		"--name", name,
+		"--http", p.HTTPAddr,
+		"--gossip-bind", "127.0.0.1",
+		"--gossip-port", strconv.Itoa(c.opts.BasePort + 100 + i),
+		"--seeds", joinComma(seeds),
+		"--journal", "http://" + c.Journal.HTTPAddr,
+	}, c.opts.NodeArgs...)
+	return p
+}
+
+func gossipAddr(basePort, i int) string {
+	return "127.0.0.1:" + strconv.Itoa(basePort+100+i)
+}
+
+// NodeList returns a copy of Nodes, read under the lock AddNode and
+// RemoveNode take.
+func (c *Cluster) NodeList() []*Process {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]*Process(nil), c.Nodes...)
 }
 
 func joinComma(s []string) string {
@@ -193,26 +234,49 @@ func (p *Process) start() error {
 	return nil
 }
 
-// Exited returns a channel closed when the process has exited.
+// Exited returns a channel closed when the process has exited. A process
+// started again (Cluster.Start) gets a new channel: call Exited again.
 func (p *Process) Exited() <-chan struct{} {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.done
 }
 
-// Stop sends SIGTERM, then SIGKILL after grace.
-func (p *Process) Stop(grace time.Duration) {
+// Pid is the process id of the current (or last) run of the process, 0 if
+// it never started.
+func (p *Process) Pid() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil || p.cmd.Process == nil {
+		return 0
+	}
+	return p.cmd.Process.Pid
+}
+
+// running returns the current run's command if it has not exited.
+func (p *Process) running() (*exec.Cmd, chan struct{}, bool) {
 	p.mu.Lock()
 	cmd, done := p.cmd, p.done
 	p.mu.Unlock()
 	if cmd == nil {
-		return
+		return nil, nil, false
 	}
 	select {
 	case <-done:
-		return
+		return cmd, done, false
 	default:
+		return cmd, done, true
 	}
+}
+
+// Stop sends SIGTERM, then SIGKILL after grace. A paused (SIGSTOPped)
+// process is continued first, or it would not act on SIGTERM.
+func (p *Process) Stop(grace time.Duration) {
+	cmd, done, ok := p.running()
+	if !ok {
+		return
+	}
+	cmd.Process.Signal(syscall.SIGCONT)
 	cmd.Process.Signal(syscall.SIGTERM)
 	t := time.NewTimer(grace)
 	defer t.Stop()
@@ -236,10 +300,11 @@ func (c *Cluster) WaitReady(ctx context.Context, p *Process, timeout time.Durati
 	return nil
 }
 
-// Stop stops every process: nodes first, then the journal.
+// Stop stops every process (paused ones too): nodes first, then the
+// journal.
 func (c *Cluster) Stop() {
 	var wg sync.WaitGroup
-	for _, p := range c.Nodes {
+	for _, p := range c.NodeList() {
 		wg.Add(1)
 		go func() { defer wg.Done(); p.Stop(5 * time.Second) }()
 	}
@@ -277,4 +342,218 @@ func waitHTTP(ctx context.Context, url string, timeout time.Duration) error {
 		last = errors.New("timed out")
 	}
 	return last
+}
+
+// kill sends SIGKILL (which also ends a stopped process) and waits until
+// the process has exited. A process that is not running is left alone.
+func (p *Process) kill(ctx context.Context) error {
+	cmd, done, ok := p.running()
+	if !ok {
+		return nil
+	}
+	if err := cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return fmt.Errorf("local: kill %s: %w", p.Name, err)
+	}
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("local: kill %s: waiting for it to exit: %w", p.Name, ctx.Err())
+	}
+}
+
+// lookup returns the node (or the journal) called name.
+func (c *Cluster) lookup(name string) (*Process, error) {
+	if name == JournalName && c.Journal != nil {
+		return c.Journal, nil
+	}
+	for _, p := range c.NodeList() {
+		if p.Name == name {
+			return p, nil
+		}
+	}
+	return nil, fmt.Errorf("local: no node %q", name)
+}
+
+// Kill sends SIGKILL to name's process (a node or "journal") and returns
+// once it has exited. Killing a process that is not running does nothing.
+func (c *Cluster) Kill(ctx context.Context, name string) error {
+	p, err := c.lookup(name)
+	if err != nil {
+		return err
+	}
+	p.ctl.Lock()
+	defer p.ctl.Unlock()
+	return p.kill(ctx)
+}
+
+// Start starts name's process (a node or "journal") again after Kill or a
+// crash, with the same arguments (so the same ports and data) and log file
+// (appended to), and returns once a node is ready (60 s at most) or the
+// journal healthy (20 s). Starting a running process, paused or not, does
+// nothing and does not wait.
+func (c *Cluster) Start(ctx context.Context, name string) error {
+	p, err := c.lookup(name)
+	if err != nil {
+		return err
+	}
+	p.ctl.Lock()
+	if _, _, ok := p.running(); ok {
+		p.ctl.Unlock()
+		return nil
+	}
+	err = p.start()
+	p.ctl.Unlock()
+	if err != nil {
+		return err
+	}
+	if p == c.Journal {
+		if err := waitHTTP(ctx, "http://"+p.HTTPAddr+"/v1/health", 20*time.Second); err != nil {
+			return fmt.Errorf("local: journal did not come up again (see %s): %w", p.LogPath, err)
+		}
+		return nil
+	}
+	return c.WaitReady(ctx, p, 60*time.Second)
+}
+
+// Pause stops name's process with SIGSTOP (a node or "journal"): its
+// sockets stay open, but nothing answers. It returns once the process is
+// stopped (where /proc tells). Pausing a paused process does nothing; one
+// that is not running is an error.
+func (c *Cluster) Pause(ctx context.Context, name string) error {
+	pid, err := c.signal(name, syscall.SIGSTOP, false)
+	if err != nil {
+		return err
+	}
+	if err := waitStopped(ctx, pid); err != nil {
+		return fmt.Errorf("local: pause %s: %w", name, err)
+	}
+	return nil
+}
+
+// Resume continues name's process with SIGCONT. Resuming a process that
+// is not paused, or not running, does nothing.
+func (c *Cluster) Resume(ctx context.Context, name string) error {
+	_, err := c.signal(name, syscall.SIGCONT, true)
+	return err
+}
+
+// signal sends sig to name's process and returns its pid.
+func (c *Cluster) signal(name string, sig syscall.Signal, notRunningOK bool) (int, error) {
+	p, err := c.lookup(name)
+	if err != nil {
+		return 0, err
+	}
+	p.ctl.Lock()
+	defer p.ctl.Unlock()
+	cmd, _, ok := p.running()
+	if ok {
+		// os.Process.Signal, not kill(2) on the pid: it cannot reach
+		// another process that reused the pid after this one exited.
+		err = cmd.Process.Signal(sig)
+	}
+	if !ok || errors.Is(err, os.ErrProcessDone) {
+		if notRunningOK {
+			return 0, nil
+		}
+		return 0, fmt.Errorf("local: %v to %s: not running", sig, name)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("local: %v to %s: %w", sig, name, err)
+	}
+	return cmd.Process.Pid, nil
+}
+
+// waitStopped waits until Linux reports pid stopped (or gone), as SIGSTOP
+// takes effect asynchronously; where /proc cannot tell, it returns at
+// once.
+func waitStopped(ctx context.Context, pid int) error {
+	for {
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+		if err != nil {
+			return nil
+		}
+		// "pid (comm) state ...": comm may itself hold ") ".
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 || i+2 >= len(b) {
+			return nil
+		}
+		switch b[i+2] {
+		case 'T', 't', 'Z', 'X':
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+// AddNode starts one more node the way Start started the others: named
+// n<i> for the next index never used in the run (n<N+1> first), serving
+// HTTP on BasePort+i and gossiping on BasePort+100+i, with the same
+// NodeArgs, seeded with every node's gossip address and its own. It
+// returns once the node is ready (60 s at most), appended to Nodes. If it
+// fails, the process is killed.
+func (c *Cluster) AddNode(ctx context.Context) (*Process, error) {
+	c.adding.Lock()
+	defer c.adding.Unlock()
+	c.mu.Lock()
+	i := c.nextIndex
+	var seeds []string
+	for _, p := range c.Nodes {
+		seeds = append(seeds, p.GossipAddr)
+	}
+	c.mu.Unlock()
+	seeds = append(seeds, gossipAddr(c.opts.BasePort, i))
+	// Above 99, node i's HTTP port would be node i-100's gossip port.
+	if i > 99 || c.opts.BasePort+100+i > 65535 {
+		return nil, fmt.Errorf("local: add node n%d: no ports left above base port %d (at most 99 nodes)", i, c.opts.BasePort)
+	}
+	for _, port := range []int{c.opts.BasePort + i, c.opts.BasePort + 100 + i} {
+		if err := portFree(port); err != nil {
+			return nil, fmt.Errorf("local: add node n%d: port %d is taken: %w", i, port, err)
+		}
+	}
+	p := c.newNode(i, seeds)
+	if err := p.start(); err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	c.nextIndex = i + 1
+	c.mu.Unlock()
+	if err := c.WaitReady(ctx, p, 60*time.Second); err != nil {
+		kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		if kerr := p.kill(kctx); kerr != nil {
+			err = fmt.Errorf("%w (and %v)", err, kerr)
+		}
+		return nil, fmt.Errorf("local: add node %s: %w", p.Name, err)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.Nodes = append(append([]*Process(nil), c.Nodes...), p)
+	return p, nil
+}
+
+// RemoveNode kills node name's process and drops it from Nodes. Any node
+// can be removed; the journal cannot.
+func (c *Cluster) RemoveNode(ctx context.Context, name string) error {
+	if name == JournalName {
+		return errors.New("local: the journal cannot be removed")
+	}
+	p, err := c.lookup(name)
+	if err != nil {
+		return err
+	}
+	p.ctl.Lock()
+	defer p.ctl.Unlock()
+	if err := p.kill(ctx); err != nil {
+		return fmt.Errorf("local: remove %s: %w", name, err)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.Nodes = slices.DeleteFunc(append([]*Process(nil), c.Nodes...), func(x *Process) bool { return x == p })
+	return nil
 }
