@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/shardtest/shardtest/checker"
+	"github.com/shardtest/shardtest/nemesis"
 	"github.com/shardtest/shardtest/workloads"
 )
 
@@ -64,8 +65,13 @@ func writeList(w io.Writer, kinds []string) error {
 				}
 			}
 		case "nemeses":
-			fmt.Fprintln(w, "Nemeses:")
-			fmt.Fprintln(w, "  none available yet (nemeses arrive with issue 4/6)")
+			fmt.Fprintln(w, "Nemeses: (--nemesis takes full names or families: partition, loss, kill, pause, clock, member)")
+			for _, f := range nemesis.Catalog() {
+				fmt.Fprintf(w, "  %s\n", f.Name)
+				for _, line := range wrap(f.Doc, 72) {
+					fmt.Fprintf(w, "      %s\n", line)
+				}
+			}
 		case "checkers":
 			fmt.Fprintln(w, "Checkers: (name, and the workload whose history each reads)")
 			for _, wl := range workloads.All() {

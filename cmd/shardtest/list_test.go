@@ -14,9 +14,9 @@ func TestListCmd(t *testing.T) {
 		not     []string
 		wantErr string
 	}{
-		{args: nil, want: []string{"Workloads:", "register", "Nemeses:", "none available yet", "Checkers:"}},
+		{args: nil, want: []string{"Workloads:", "register", "Nemeses:", "partition:halves", "Checkers:"}},
 		{args: []string{"workloads"}, want: []string{"register", "sharding"}, not: []string{"Nemeses:"}},
-		{args: []string{"nemeses"}, want: []string{"Nemeses:", "none available yet"}, not: []string{"Workloads:"}},
+		{args: []string{"nemeses"}, want: []string{"Nemeses:", "kill:coordinator", "clock:strobe", "member:rolling-restart", "kill:journal"}, not: []string{"Workloads:"}},
 		{args: []string{"checkers"}, want: []string{"Checkers", "linearizable", "append-log", "unique-ids"}},
 		{args: []string{"bogus"}, wantErr: "unknown kind"},
 		{args: []string{"workloads", "checkers"}, wantErr: "accepts at most 1 arg"},

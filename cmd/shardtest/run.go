@@ -54,7 +54,15 @@ monotonic clock in results/<name>/<time>/history.jsonl (docs/history.md), next
 to test.json (every option and the seed), results.json (counts and verdict)
 and the nodes' logs; results/latest points at the newest run.
 
-The same --seed gives the same operation schedule.
+The same --seed gives the same operation schedule, and with --nemesis the
+same fault schedule: after a quiet --nemesis-interval, a fault is injected,
+held for an interval, healed, and so on; every inject and heal is recorded in
+the history with its targets and the time it took effect. After the main
+phase every fault is healed and the harness waits until the cluster has
+converged (every node ready and seeing every other up) before the final
+read-back. Faults the runtime or the implementation cannot take (as its
+/v1/capabilities says) are refused before the test starts. Clock skew is the
+node's in-process clock (docs/protocol.md): containers share the host clock.
 
 Outcomes: ok; fail (definitely did not happen: the node said so); info
 (unknown: timeout, lost connection) — never counted as a failure.
@@ -152,6 +160,8 @@ checker yet), 3 the test could not run; with --test-count, the worst.`,
 	f.Int64Var(&o.Seed, "seed", time.Now().UnixNano()%1_000_000, "seed of the operation schedule")
 	f.StringArrayVar(&o.NodeArgs, "node-arg", nil, "extra flag for every node, repeatable")
 	f.StringVar(&o.Image, "image", "", "docker: run the nodes from this image, any implementation of docs/protocol.md (default: the reference node); the harness refuses a workload it does not declare")
+	f.StringVar(&o.Nemesis, "nemesis", "", "faults to inject, comma-separated full names or families (partition, loss, kill, pause, clock, member; shardtest list nemeses); none by default")
+	f.DurationVar(&o.NemesisInterval, "nemesis-interval", 10*time.Second, "time between fault actions: quiet, inject, hold, heal, quiet, ... (each ±25 %, from --seed)")
 	f.StringVar(&results, "results", "results", "results root folder")
 	f.IntVar(&testCount, "test-count", 1, "run this many tests in a row, with seeds --seed, --seed+1, ...")
 	f.BoolVar(&keep, "keep", false, "docker: leave the cluster running after the test, for inspection")

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -95,6 +96,15 @@ type Status struct {
 	Members     []Member    `json:"members"`
 	Unreachable []string    `json:"unreachable"`
 	Singletons  []Singleton `json:"singletons"`
+	Sharding    []Sharding  `json:"sharding"`
+}
+
+// Sharding is one entity type's state on a node (the fields the harness
+// relies on).
+type Sharding struct {
+	Type string `json:"type"`
+	// CoordinatorRunning: this node runs the type's shard coordinator.
+	CoordinatorRunning bool `json:"coordinator_running"`
 }
 
 // SingletonRunning reports whether the named singleton runs on the node.
@@ -190,7 +200,7 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any) err
 	}
 	res, err := c.http.Do(req)
 	if err != nil {
-		return &Error{Outcome: Unknown, Err: err}
+		return &Error{Outcome: transportOutcome(err), Err: err}
 	}
 	defer res.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(res.Body, 64<<20))
@@ -224,6 +234,18 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any) err
 		return &Error{Status: res.StatusCode, Outcome: Unknown, Err: fmt.Errorf("decode reply: %w", err)}
 	}
 	return nil
+}
+
+// transportOutcome classifies a request that got no reply. A failed dial
+// (connection refused: the node is down) means no byte of the request
+// left: it certainly had no effect. Anything later (reset, timeout) may
+// have reached the node.
+func transportOutcome(err error) Outcome {
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		return Fail
+	}
+	return Unknown
 }
 
 // EntityRequest is POST /v1/entity.
@@ -311,4 +333,49 @@ func (c *Client) WaitReady(ctx context.Context, exited <-chan struct{}, timeout 
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// Clock is the node's clock skew (POST/GET /v1/admin/clock).
+type Clock struct {
+	OffsetMs float64 `json:"offset_ms"`
+	Drift    float64 `json:"drift"`
+	// Now is the node's clock reading (only in replies).
+	Now time.Time `json:"now,omitzero"`
+}
+
+// SetClock replaces the node's clock skew: offset added to real time and a
+// drift rate (0.01: 1 % fast). Zero values reset it to real time.
+func (c *Client) SetClock(ctx context.Context, offset time.Duration, drift float64) (Clock, error) {
+	req := struct {
+		OffsetMs float64 `json:"offset_ms"`
+		Drift    float64 `json:"drift"`
+	}{float64(offset) / float64(time.Millisecond), drift}
+	var r Clock
+	return r, c.do(ctx, http.MethodPost, "/v1/admin/clock", req, &r)
+}
+
+// GetClock reads the node's clock skew.
+func (c *Client) GetClock(ctx context.Context) (Clock, error) {
+	var r Clock
+	return r, c.do(ctx, http.MethodGet, "/v1/admin/clock", nil, &r)
+}
+
+// Filter is the node's in-process packet filter (/v1/admin/filter): peers
+// named by their gossip address.
+type Filter struct {
+	DropIn  []string `json:"drop_in"`
+	DropOut []string `json:"drop_out"`
+}
+
+// SetFilter replaces the node's in-process packet filter; an empty Filter
+// heals it.
+func (c *Client) SetFilter(ctx context.Context, f Filter) (Filter, error) {
+	if f.DropIn == nil {
+		f.DropIn = []string{}
+	}
+	if f.DropOut == nil {
+		f.DropOut = []string{}
+	}
+	var r Filter
+	return r, c.do(ctx, http.MethodPost, "/v1/admin/filter", f, &r)
 }

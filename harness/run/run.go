@@ -1,6 +1,6 @@
 // Package run runs a test: a value composed of a runtime (where the nodes
-// run), a workload (client and generator) and, later, a nemesis and
-// checkers. It records the history and stores the run under results/.
+// run), a workload (client and generator), a nemesis (faults on a
+// seed-determined schedule) and checkers. It records the history and stores the run under results/.
 package run
 
 import (
@@ -20,6 +20,7 @@ import (
 	"github.com/shardtest/shardtest/checker"
 	"github.com/shardtest/shardtest/harness/history"
 	"github.com/shardtest/shardtest/harness/nodeclient"
+	"github.com/shardtest/shardtest/nemesis"
 	"github.com/shardtest/shardtest/workloads"
 )
 
@@ -62,6 +63,10 @@ type Options struct {
 	NodeArgs    []string      `json:"node_args,omitempty"`
 	// Image is the implementation under test ("": the reference node).
 	Image string `json:"image,omitempty"`
+	// Nemesis lists the faults (nemesis.Parse); NemesisInterval is the
+	// time between fault actions (nemesis.Plan).
+	Nemesis         string        `json:"nemesis,omitempty"`
+	NemesisInterval time.Duration `json:"nemesis_interval_ns,omitempty"`
 
 	// Recorded by Run, not set by the user: the harness's build, and the
 	// image the nodes ran from (Docker).
@@ -90,6 +95,11 @@ func (o Options) Validate() error {
 		return fmt.Errorf("--skew %v: 0 (uniform) or above 1 (Zipf exponent)", o.Skew)
 	case o.PerEntity < 1:
 		return fmt.Errorf("--per-entity %d: must be positive", o.PerEntity)
+	case o.Nemesis != "" && o.NemesisInterval < time.Second:
+		return fmt.Errorf("--nemesis-interval %v: want at least 1s", o.NemesisInterval)
+	}
+	if _, err := nemesis.Parse(o.Nemesis); err != nil {
+		return err
 	}
 	return nil
 }
@@ -188,12 +198,32 @@ func (t *Test) Run(ctx context.Context, resultsRoot string) (Result, error) {
 	for i, n := range nodes {
 		clients[i] = nodeclient.New(n.HTTPAddr, nil)
 	}
-	if err := checkCapability(ctx, clients[0], t.Workload); err != nil {
+	caps, err := checkCapability(ctx, clients[0], t.Workload)
+	if err != nil {
+		return res, err
+	}
+	nem, err := t.nemesis(cl, caps, hw)
+	if err != nil {
 		return res, err
 	}
 
 	phase("main")
-	touched := t.drive(ctx, hw, nodes, clients)
+	mctx, cancel := context.WithTimeout(ctx, o.TimeLimit)
+	defer cancel()
+	nemDone := make(chan struct{})
+	go func() {
+		defer close(nemDone)
+		if nem != nil {
+			plan := nemesis.Plan(o.Seed, nemesis.Names(nem.Faults), o.NemesisInterval, o.TimeLimit)
+			nem.Run(mctx, time.Now(), plan)
+		}
+	}()
+	touched := t.drive(mctx, hw, nodes, clients)
+	<-nemDone // every fault healed
+	if nem != nil && ctx.Err() == nil {
+		phase("recovery")
+		t.recover(ctx, nodes, clients)
+	}
 	if ctx.Err() == nil {
 		phase("final")
 		t.final(ctx, hw, nodes, clients, touched)
@@ -219,10 +249,8 @@ func (t *Test) Run(ctx context.Context, resultsRoot string) (Result, error) {
 
 // drive runs the workers for the time limit and returns the entities
 // touched.
-func (t *Test) drive(ctx context.Context, hw *history.Writer, nodes []Node, clients []*nodeclient.Client) []string {
+func (t *Test) drive(mctx context.Context, hw *history.Writer, nodes []Node, clients []*nodeclient.Client) []string {
 	o := t.Options
-	mctx, cancel := context.WithTimeout(ctx, o.TimeLimit)
-	defer cancel()
 	var (
 		mu      sync.Mutex
 		touched = map[string]bool{}
@@ -256,6 +284,14 @@ func (t *Test) drive(ctx context.Context, hw *history.Writer, nodes []Node, clie
 					return
 				}
 				counts[kindIndex(kind)].Add(1)
+				if kind != history.OK {
+					// A node that is down refuses at once: back off a
+					// little rather than fill the history with refusals.
+					select {
+					case <-mctx.Done():
+					case <-time.After(errorBackoff):
+					}
+				}
 				mu.Lock()
 				touched[op.Entity] = true
 				mu.Unlock()
@@ -288,6 +324,10 @@ func (t *Test) drive(ctx context.Context, hw *history.Writer, nodes []Node, clie
 	sort.Strings(out)
 	return out
 }
+
+// errorBackoff is how long a worker waits after an operation that did not
+// succeed.
+const errorBackoff = 50 * time.Millisecond
 
 func kindIndex(kind string) int {
 	switch kind {
@@ -351,21 +391,125 @@ func (t *Test) final(ctx context.Context, hw *history.Writer, nodes []Node, clie
 }
 
 // checkCapability refuses a workload the implementation cannot serve, as
-// it declares in GET /v1/capabilities.
-func checkCapability(ctx context.Context, c *nodeclient.Client, w workloads.Workload) error {
+// it declares in GET /v1/capabilities, and returns what it declares.
+func checkCapability(ctx context.Context, c *nodeclient.Client, w workloads.Workload) (nodeclient.Capabilities, error) {
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	caps, err := c.Capabilities(cctx)
 	if err != nil {
-		return fmt.Errorf("reading the implementation's capabilities: %w", err)
+		return caps, fmt.Errorf("reading the implementation's capabilities: %w", err)
 	}
 	for _, have := range caps.Capabilities {
 		if have == w.Capability() {
-			return nil
+			return caps, nil
 		}
 	}
-	return fmt.Errorf("workload %s needs the %q capability, which %s does not declare (it has %v)",
+	return caps, fmt.Errorf("workload %s needs the %q capability, which %s does not declare (it has %v)",
 		w.Name(), w.Capability(), caps.Implementation, caps.Capabilities)
+}
+
+// nemesis returns the test's fault runner (nil: no faults), refusing
+// faults the runtime or the implementation cannot take. Its events go into
+// the history as they take effect.
+func (t *Test) nemesis(cl Cluster, caps nodeclient.Capabilities, hw *history.Writer) (*nemesis.Runner, error) {
+	faults, err := nemesis.Parse(t.Options.Nemesis)
+	if err != nil || len(faults) == 0 {
+		return nil, err
+	}
+	nc, ok := cl.(interface{ Nemesis() nemesis.Cluster })
+	if !ok {
+		return nil, fmt.Errorf("the %s runtime cannot inject faults", t.Runtime.Name())
+	}
+	r := &nemesis.Runner{
+		Env:    &nemesis.Env{Cluster: nc.Nemesis(), Capabilities: caps.Capabilities, Log: t.Log},
+		Faults: faults,
+		Record: func(ev nemesis.Event) {
+			v := nemesisValue{Action: ev.Action, Began: hw.Now() - int64(time.Since(ev.Began)), Targets: ev.Targets}
+			op := history.Op{Kind: history.Nemesis, Process: -1, F: ev.Fault}
+			if ev.Err != nil {
+				op.Error = ev.Err.Error()
+				t.Log.Warn("nemesis", "fault", ev.Fault, "action", ev.Action, "err", ev.Err)
+			} else {
+				t.Log.Info("nemesis", "fault", ev.Fault, "action", ev.Action)
+			}
+			b, err := json.Marshal(v)
+			if err != nil {
+				b, _ = json.Marshal(nemesisValue{Action: ev.Action, Began: v.Began})
+			}
+			op.Value = b
+			hw.Write(op)
+		},
+	}
+	dropped, err := r.Check()
+	for _, d := range dropped {
+		t.Log.Info("leaving out a fault that does not fit this cluster", "why", d)
+	}
+	if err != nil {
+		return nil, err
+	}
+	t.Log.Info("nemesis", "faults", nemesis.Names(r.Faults), "interval", t.Options.NemesisInterval)
+	return r, nil
+}
+
+// nemesisValue is a nemesis entry's value in the history.
+type nemesisValue struct {
+	Action string `json:"action"`
+	// Began is when the action started, on the history's clock; the
+	// entry's time is when it took effect.
+	Began   int64 `json:"began"`
+	Targets any   `json:"targets,omitempty"`
+}
+
+// recover waits, after the last heal, until the cluster has converged:
+// every node the workload uses is ready, reaches every member, and counts
+// every one of those nodes as up (restarted, rejoined, no longer downed).
+// The final read-back then measures what survived, not how long recovery
+// takes. A cluster that does not converge is logged; the final phase still
+// runs.
+func (t *Test) recover(ctx context.Context, nodes []Node, clients []*nodeclient.Client) {
+	deadline := time.Now().Add(2 * time.Minute)
+	var last string
+	for {
+		last = converged(ctx, nodes, clients)
+		if last == "" {
+			return
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			t.Log.Warn("the cluster did not converge after the faults; running the final phase anyway", "why", last)
+			return
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// converged returns "" if every node is ready and sees all nodes up and
+// reachable, or else why not.
+func converged(ctx context.Context, nodes []Node, clients []*nodeclient.Client) string {
+	for i, c := range clients {
+		sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		st, err := c.Status(sctx)
+		cancel()
+		switch {
+		case err != nil:
+			return fmt.Sprintf("%s: %v", nodes[i].Name, err)
+		case !st.Ready:
+			return fmt.Sprintf("%s is not ready (%s)", nodes[i].Name, st.Self.Status)
+		case len(st.Unreachable) > 0:
+			return fmt.Sprintf("%s cannot reach %v", nodes[i].Name, st.Unreachable)
+		}
+		up := map[string]bool{}
+		for _, m := range st.Members {
+			if m.Status == "up" {
+				up[m.Name] = true
+			}
+		}
+		for _, n := range nodes {
+			if !up[n.Name] {
+				return fmt.Sprintf("%s does not count %s as up", nodes[i].Name, n.Name)
+			}
+		}
+	}
+	return ""
 }
 
 // harnessVersion names this build: module version and VCS revision, as far

@@ -2,10 +2,15 @@ package run
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"strconv"
+	"strings"
 
 	"github.com/shardtest/shardtest/harness/docker"
 	"github.com/shardtest/shardtest/harness/local"
+	"github.com/shardtest/shardtest/harness/nodeclient"
+	"github.com/shardtest/shardtest/nemesis"
 )
 
 // Docker runs nodes as containers (the default runtime).
@@ -77,10 +82,135 @@ type localCluster struct{ c *local.Cluster }
 
 func (l localCluster) Nodes() []Node {
 	var out []Node
-	for _, p := range l.c.Nodes {
+	for _, p := range l.c.NodeList() {
 		out = append(out, Node{Name: p.Name, HTTPAddr: p.HTTPAddr})
 	}
 	return out
 }
 
 func (l localCluster) Stop(context.Context, string) error { l.c.Stop(); return nil }
+
+// Nemesis lets faults act on the containers.
+func (d dockerCluster) Nemesis() nemesis.Cluster { return dockerFaults{d.c} }
+
+// dockerFaults is the Docker runtime's side of the nemesis: real packet
+// drops with nftables in each container's network namespace, SIGKILL and
+// restart of the same container, the cgroup freezer, added containers.
+type dockerFaults struct{ c *docker.Cluster }
+
+func (dockerFaults) Runtime() string { return "docker" }
+
+func (dockerFaults) Features() []string {
+	return []string{nemesis.FeatureKernelFilter, nemesis.FeatureKill, nemesis.FeaturePause, nemesis.FeatureAddNode}
+}
+
+func dockerNode(n docker.Node) nemesis.Node {
+	return nemesis.Node{Name: n.Name, HTTPAddr: n.HTTPAddr, Addr: n.IP}
+}
+
+func (d dockerFaults) Nodes() []nemesis.Node {
+	var out []nemesis.Node
+	for _, n := range d.c.Nodes() {
+		out = append(out, dockerNode(n))
+	}
+	return out
+}
+
+func (d dockerFaults) Journal() nemesis.Node { return dockerNode(d.c.Journal()) }
+
+// SetRules runs `shardtest net apply|heal` in the node's network namespace.
+func (d dockerFaults) SetRules(ctx context.Context, node string, r nemesis.Rules) error {
+	args := []string{"heal"}
+	if !r.Empty() {
+		args = []string{"apply"}
+		if len(r.DropIn) > 0 {
+			args = append(args, "--drop-in", strings.Join(r.DropIn, ","))
+		}
+		if len(r.DropOut) > 0 {
+			args = append(args, "--drop-out", strings.Join(r.DropOut, ","))
+		}
+		if r.LossPercent > 0 && len(r.LossPeers) > 0 {
+			args = append(args, "--loss", strconv.Itoa(r.LossPercent), "--loss-peers", strings.Join(r.LossPeers, ","))
+		}
+	}
+	_, err := d.c.Net(ctx, node, args)
+	return err
+}
+
+func (d dockerFaults) Kill(ctx context.Context, name string) error   { return d.c.Kill(ctx, name) }
+func (d dockerFaults) Start(ctx context.Context, name string) error  { return d.c.Start(ctx, name) }
+func (d dockerFaults) Pause(ctx context.Context, name string) error  { return d.c.Pause(ctx, name) }
+func (d dockerFaults) Resume(ctx context.Context, name string) error { return d.c.Unpause(ctx, name) }
+
+func (d dockerFaults) AddNode(ctx context.Context) (nemesis.Node, error) {
+	n, err := d.c.AddNode(ctx)
+	return dockerNode(n), err
+}
+
+func (d dockerFaults) RemoveNode(ctx context.Context, name string) error {
+	return d.c.RemoveNode(ctx, name)
+}
+
+// Nemesis lets faults act on the processes.
+func (l localCluster) Nemesis() nemesis.Cluster { return localFaults{l.c} }
+
+// localFaults is the local runtime's side of the nemesis: every node
+// shares the host's network namespace, so partitions go through the
+// implementation's in-process filter (capability "filter") and cannot name
+// the journal or lose packets at random; processes are killed and frozen
+// with signals.
+type localFaults struct{ c *local.Cluster }
+
+func (localFaults) Runtime() string { return "local" }
+
+func (localFaults) Features() []string {
+	return []string{nemesis.FeatureNodeFilter, nemesis.FeatureKill, nemesis.FeaturePause, nemesis.FeatureAddNode}
+}
+
+func localNode(p *local.Process) nemesis.Node {
+	return nemesis.Node{Name: p.Name, HTTPAddr: p.HTTPAddr, Addr: p.GossipAddr}
+}
+
+func (l localFaults) Nodes() []nemesis.Node {
+	var out []nemesis.Node
+	for _, p := range l.c.NodeList() {
+		out = append(out, localNode(p))
+	}
+	return out
+}
+
+// Journal has no Addr: nothing can cut it off in one network namespace.
+func (l localFaults) Journal() nemesis.Node {
+	return nemesis.Node{Name: l.c.Journal.Name, HTTPAddr: l.c.Journal.HTTPAddr}
+}
+
+// SetRules sets the node's in-process filter through the admin API.
+func (l localFaults) SetRules(ctx context.Context, node string, r nemesis.Rules) error {
+	if r.LossPercent > 0 {
+		return fmt.Errorf("packet loss: %w by the local runtime", nemesis.ErrUnsupported)
+	}
+	for _, p := range l.c.NodeList() {
+		if p.Name == node {
+			_, err := nodeclient.New(p.HTTPAddr, nil).SetFilter(ctx, nodeclient.Filter{DropIn: r.DropIn, DropOut: r.DropOut})
+			return err
+		}
+	}
+	return fmt.Errorf("no node named %q", node)
+}
+
+func (l localFaults) Kill(ctx context.Context, name string) error   { return l.c.Kill(ctx, name) }
+func (l localFaults) Start(ctx context.Context, name string) error  { return l.c.Start(ctx, name) }
+func (l localFaults) Pause(ctx context.Context, name string) error  { return l.c.Pause(ctx, name) }
+func (l localFaults) Resume(ctx context.Context, name string) error { return l.c.Resume(ctx, name) }
+
+func (l localFaults) AddNode(ctx context.Context) (nemesis.Node, error) {
+	p, err := l.c.AddNode(ctx)
+	if err != nil {
+		return nemesis.Node{}, err
+	}
+	return localNode(p), nil
+}
+
+func (l localFaults) RemoveNode(ctx context.Context, name string) error {
+	return l.c.RemoveNode(ctx, name)
+}

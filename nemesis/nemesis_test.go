@@ -1,0 +1,428 @@
+package nemesis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+)
+
+func TestPlanIsDeterministic(t *testing.T) {
+	faults := Names(mustParse(t, "partition,kill,pause,clock"))
+	a := Plan(42, faults, 5*time.Second, 5*time.Minute)
+	b := Plan(42, faults, 5*time.Second, 5*time.Minute)
+	if !reflect.DeepEqual(a, b) {
+		t.Fatalf("same seed, different plans:\n%v\n%v", a, b)
+	}
+	c := Plan(43, faults, 5*time.Second, 5*time.Minute)
+	if reflect.DeepEqual(a, c) {
+		t.Fatalf("seeds 42 and 43 gave the same plan: %v", a)
+	}
+}
+
+func TestPlanShape(t *testing.T) {
+	tests := []struct {
+		name            string
+		faults          []string
+		interval, limit time.Duration
+		wantEmpty       bool
+	}{
+		{"no faults", nil, time.Second, time.Minute, true},
+		{"no interval", []string{"kill:one"}, 0, time.Minute, true},
+		{"too short", []string{"kill:one"}, 10 * time.Second, 15 * time.Second, true},
+		{"one fault", []string{"kill:one"}, time.Second, time.Minute, false},
+		{"many", []string{"kill:one", "pause:one", "clock:bump"}, 3 * time.Second, 10 * time.Minute, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			plan := Plan(7, tt.faults, tt.interval, tt.limit)
+			if (len(plan) == 0) != tt.wantEmpty {
+				t.Fatalf("plan %v: want empty %v", plan, tt.wantEmpty)
+			}
+			if len(plan)%2 != 0 {
+				t.Fatalf("plan has an unhealed fault: %v", plan)
+			}
+			var last time.Duration
+			for i, s := range plan {
+				if s.At <= last {
+					t.Errorf("step %d at %v not after %v", i, s.At, last)
+				}
+				if gap := s.At - last; gap < tt.interval*3/4 || gap > tt.interval*5/4 {
+					t.Errorf("step %d: gap %v outside interval ±25%%", i, gap)
+				}
+				last = s.At
+				if s.Heal != (i%2 == 1) {
+					t.Errorf("step %d: heal %v: injects and heals must alternate", i, s.Heal)
+				}
+				if s.Heal && s.Fault != plan[i-1].Fault {
+					t.Errorf("step %d heals %s, but %s was injected", i, s.Fault, plan[i-1].Fault)
+				}
+				if !slices.Contains(tt.faults, s.Fault) {
+					t.Errorf("step %d: fault %s not asked for", i, s.Fault)
+				}
+			}
+			if last >= tt.limit {
+				t.Errorf("last step at %v, not before the limit %v", last, tt.limit)
+			}
+		})
+	}
+}
+
+func mustParse(t *testing.T, spec string) []Fault {
+	t.Helper()
+	fs, err := Parse(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fs
+}
+
+func TestParse(t *testing.T) {
+	tests := []struct {
+		spec    string
+		want    []string // nil: check only the count
+		count   int
+		wantErr bool
+	}{
+		{spec: "", count: 0},
+		{spec: "none", count: 0},
+		{spec: "kill:oldest", want: []string{"kill:oldest"}},
+		{spec: "kill", count: 6}, // not kill:journal
+		{spec: "kill,kill:journal", count: 7},
+		{spec: "kill:one, kill:one", want: []string{"kill:one"}},
+		{spec: "partition", count: 10},
+		{spec: "clock", want: []string{"clock:bump", "clock:drift", "clock:strobe"}},
+		{spec: "member", count: 4},
+		{spec: "bogus", wantErr: true},
+		{spec: "kill:sometimes", wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.spec, func(t *testing.T) {
+			fs, err := Parse(tt.spec)
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("err %v, want error %v", err, tt.wantErr)
+			}
+			if tt.want != nil && !reflect.DeepEqual(Names(fs), tt.want) {
+				t.Errorf("got %v, want %v", Names(fs), tt.want)
+			}
+			if tt.want == nil && !tt.wantErr && len(fs) != tt.count {
+				t.Errorf("got %d faults %v, want %d", len(fs), Names(fs), tt.count)
+			}
+		})
+	}
+}
+
+// reach reports whether a packet from a to b passes the cut.
+func reach(c Cut, a, b string) bool {
+	return !slices.Contains(c.Drops[a].DropOut, b) && !slices.Contains(c.Drops[b].DropIn, a)
+}
+
+func TestShapes(t *testing.T) {
+	names := func(n int) []string {
+		var out []string
+		for i := 1; i <= n; i++ {
+			out = append(out, fmt.Sprintf("n%d", i))
+		}
+		return out
+	}
+	for _, n := range []int{2, 3, 4, 5, 6, 7, 9} {
+		for _, s := range partitionShapes() {
+			if n < s.min {
+				continue
+			}
+			t.Run(fmt.Sprintf("%s/%d", s.name, n), func(t *testing.T) {
+				ns := names(n)
+				cut, err := shapeCut(s.name, ns, "n2", rand.New(rand.NewPCG(uint64(n), 1)))
+				if err != nil {
+					t.Fatal(err)
+				}
+				seen := func(a string) (k int) {
+					for _, b := range ns {
+						if reach(cut, a, b) && reach(cut, b, a) {
+							k++
+						}
+					}
+					return k
+				}
+				cutSomething := false
+				for _, a := range ns {
+					for _, b := range ns {
+						if !reach(cut, a, b) {
+							cutSomething = true
+							if a == b {
+								t.Errorf("%s cut from itself", a)
+							}
+						}
+					}
+				}
+				if s.name != "journal-cut" && !cutSomething {
+					t.Errorf("cut %+v cuts nothing", cut)
+				}
+				switch s.name {
+				case "halves", "random-halves", "isolate-one", "isolate-oldest", "isolate-coordinator", "isolate-singleton":
+					if len(cut.Components) != 2 || len(cut.Components[0])+len(cut.Components[1]) != n {
+						t.Fatalf("components %v", cut.Components)
+					}
+					for _, a := range cut.Components[0] {
+						for _, b := range cut.Components[1] {
+							if reach(cut, a, b) || reach(cut, b, a) {
+								t.Errorf("%s and %s on different sides still talk", a, b)
+							}
+						}
+					}
+					if s.role != "" && !reflect.DeepEqual(cut.Components[0], []string{"n2"}) {
+						t.Errorf("isolated %v, want the role's node n2", cut.Components[0])
+					}
+				case "majorities-ring":
+					var views [][]string
+					for _, a := range ns {
+						if k := seen(a); k < n/2+1 {
+							t.Errorf("%s sees %d nodes, not a majority of %d", a, k, n)
+						}
+						var v []string
+						for _, b := range ns {
+							if reach(cut, a, b) {
+								v = append(v, b)
+							}
+						}
+						views = append(views, v)
+					}
+					same := true
+					for _, v := range views {
+						same = same && reflect.DeepEqual(v, views[0])
+					}
+					if same {
+						t.Errorf("every node sees the same nodes: %v", views[0])
+					}
+				case "bridge":
+					bridge := cut.Components[1][0]
+					if seen(bridge) != n {
+						t.Errorf("bridge %s sees %d of %d", bridge, seen(bridge), n)
+					}
+					for _, a := range cut.Components[0] {
+						for _, b := range cut.Components[2] {
+							if reach(cut, a, b) || reach(cut, b, a) {
+								t.Errorf("%s and %s across the bridge still talk", a, b)
+							}
+						}
+					}
+				case "asymmetric":
+					from, to := cut.Components[0], cut.Components[1]
+					for _, a := range from {
+						for _, b := range to {
+							if reach(cut, a, b) {
+								t.Errorf("%s → %s passes", a, b)
+							}
+							if !reach(cut, b, a) {
+								t.Errorf("%s → %s is dropped; only one direction should be", b, a)
+							}
+						}
+					}
+				case "journal-cut":
+					for _, a := range cut.Components[0] {
+						if reach(cut, a, journalName) || reach(cut, journalName, a) {
+							t.Errorf("%s still reaches the journal", a)
+						}
+					}
+				}
+			})
+		}
+	}
+}
+
+// fakeCluster records what the nemesis asks of the runtime.
+type fakeCluster struct {
+	mu       sync.Mutex
+	nodes    []Node
+	rules    map[string]Rules
+	killed   map[string]bool
+	paused   map[string]bool
+	calls    []string
+	failKill bool
+}
+
+func newFake(n int) *fakeCluster {
+	f := &fakeCluster{rules: map[string]Rules{}, killed: map[string]bool{}, paused: map[string]bool{}}
+	for i := 1; i <= n; i++ {
+		f.nodes = append(f.nodes, Node{Name: fmt.Sprintf("n%d", i), Addr: fmt.Sprintf("10.0.0.%d", 10+i)})
+	}
+	return f
+}
+
+func (f *fakeCluster) call(s string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = append(f.calls, s)
+}
+func (f *fakeCluster) Runtime() string { return "fake" }
+func (f *fakeCluster) Features() []string {
+	return []string{FeatureKernelFilter, FeatureKill, FeaturePause}
+}
+func (f *fakeCluster) Nodes() []Node { return f.nodes }
+func (f *fakeCluster) Journal() Node { return Node{Name: "journal", Addr: "10.0.0.2"} }
+func (f *fakeCluster) SetRules(_ context.Context, node string, r Rules) error {
+	f.call("rules " + node)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if r.Empty() {
+		delete(f.rules, node)
+	} else {
+		f.rules[node] = r
+	}
+	return nil
+}
+func (f *fakeCluster) Kill(_ context.Context, name string) error {
+	f.call("kill " + name)
+	if f.failKill {
+		return errors.New("engine said no")
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.killed[name] = true
+	return nil
+}
+func (f *fakeCluster) Start(_ context.Context, name string) error {
+	f.call("start " + name)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.killed, name)
+	return nil
+}
+func (f *fakeCluster) Pause(_ context.Context, name string) error {
+	f.call("pause " + name)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.paused[name] = true
+	return nil
+}
+func (f *fakeCluster) Resume(_ context.Context, name string) error {
+	f.call("resume " + name)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.paused, name)
+	return nil
+}
+func (f *fakeCluster) AddNode(context.Context) (Node, error) {
+	return Node{}, fmt.Errorf("add node: %w", ErrUnsupported)
+}
+func (f *fakeCluster) RemoveNode(context.Context, string) error {
+	return fmt.Errorf("remove node: %w", ErrUnsupported)
+}
+
+func TestRunnerHealsEverything(t *testing.T) {
+	tests := []struct {
+		name   string
+		spec   string
+		cancel bool // end the main phase while the fault is active
+	}{
+		{"partitions run to the end", "partition:halves,partition:bridge,partition:asymmetric,partition:journal-cut,loss", false},
+		{"kills cancelled", "kill:one,kill:majority,kill:all,kill:journal", true},
+		{"pauses", "pause:one,pause:minority", false},
+		{"pause cancelled", "pause:one", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fc := newFake(5)
+			var mu sync.Mutex
+			var events []Event
+			r := &Runner{Env: &Env{Cluster: fc}, Faults: mustParse(t, tt.spec), Record: func(e Event) {
+				mu.Lock()
+				defer mu.Unlock()
+				events = append(events, e)
+			}}
+			if _, err := r.Check(); err != nil {
+				t.Fatal(err)
+			}
+			plan := Plan(1, Names(r.Faults), 10*time.Millisecond, 400*time.Millisecond)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			if tt.cancel {
+				plan = plan[:1] // inject, never heal: the end of the run must
+				go func() { time.Sleep(50 * time.Millisecond); cancel() }()
+			}
+			r.Run(ctx, time.Now(), plan)
+			if len(fc.rules) != 0 || len(fc.killed) != 0 || len(fc.paused) != 0 {
+				t.Errorf("left injected: rules %v killed %v paused %v (calls %v)", fc.rules, fc.killed, fc.paused, fc.calls)
+			}
+			injects, heals := 0, 0
+			for _, e := range events {
+				if e.Err != nil {
+					t.Errorf("%s %s: %v", e.Action, e.Fault, e.Err)
+				}
+				if e.Targets == nil {
+					t.Errorf("%s %s: no targets recorded", e.Action, e.Fault)
+				}
+				switch e.Action {
+				case "inject":
+					injects++
+				case "heal":
+					heals++
+				}
+			}
+			if injects == 0 || injects != heals {
+				t.Errorf("%d injects, %d heals: %v", injects, heals, events)
+			}
+		})
+	}
+}
+
+func TestRunnerRecordsFailures(t *testing.T) {
+	fc := newFake(3)
+	fc.failKill = true
+	var events []Event
+	r := &Runner{Env: &Env{Cluster: fc}, Faults: mustParse(t, "kill:one"), Record: func(e Event) { events = append(events, e) }}
+	r.Run(context.Background(), time.Now(), []Step{{At: 0, Fault: "kill:one", Seed: 3}, {At: time.Millisecond, Fault: "kill:one", Heal: true}})
+	if len(events) != 2 || events[0].Err == nil || events[0].Targets == nil {
+		t.Fatalf("a failed kill must be recorded with its error and targets: %+v", events)
+	}
+}
+
+func TestRunnerCheck(t *testing.T) {
+	tests := []struct {
+		spec        string
+		wantErr     bool
+		wantKept    int
+		wantDropped int
+	}{
+		{"partition", false, 9, 1},                // majorities-ring needs 4 nodes
+		{"partition:majorities-ring", true, 0, 0}, // named in full: refused
+		{"partition,clock:bump", true, 0, 1},      // clock without the capability
+		{"clock", true, 0, 3},                     // nothing left
+		{"kill,pause", false, 10, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.spec, func(t *testing.T) {
+			r := &Runner{Env: &Env{Cluster: newFake(3)}, Faults: mustParse(t, tt.spec)}
+			dropped, err := r.Check()
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("err %v, want error %v", err, tt.wantErr)
+			}
+			if len(dropped) != tt.wantDropped {
+				t.Errorf("dropped %v, want %d", dropped, tt.wantDropped)
+			}
+			if err == nil && len(r.Faults) != tt.wantKept {
+				t.Errorf("kept %v, want %d", Names(r.Faults), tt.wantKept)
+			}
+		})
+	}
+}
+
+func TestChecksRefuse(t *testing.T) {
+	fc := newFake(3)
+	env := &Env{Cluster: fc} // declares no capability
+	for _, spec := range []string{"clock:bump", "member:join", "member:leave-one", "partition:majorities-ring"} {
+		f := mustParse(t, spec)[0]
+		if err := f.Check(env); err == nil {
+			t.Errorf("%s: check passed on a 3-node cluster without clock/leave/add-node", spec)
+		}
+	}
+	env.Capabilities = []string{"clock"}
+	if err := mustParse(t, "clock:bump")[0].Check(env); err != nil {
+		t.Errorf("clock:bump refused with the clock capability: %v", err)
+	}
+}

@@ -1,0 +1,174 @@
+package nemesis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/shardtest/shardtest/harness/nodeclient"
+)
+
+// Roles a fault can target, found through the node protocol's status.
+const (
+	RoleOldest      = "oldest"
+	RoleCoordinator = "coordinator"
+	RoleSingleton   = "singleton"
+)
+
+// idGenerator is the singleton the idgen workload uses.
+const idGenerator = "id-generator"
+
+// statuses reads every node's status concurrently; nodes that do not answer
+// within a few seconds are left out.
+func statuses(ctx context.Context, env *Env) map[string]nodeclient.Status {
+	var (
+		mu  sync.Mutex
+		out = map[string]nodeclient.Status{}
+		wg  sync.WaitGroup
+	)
+	for _, n := range env.Cluster.Nodes() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+			defer cancel()
+			st, err := env.client(n).Status(sctx)
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			out[n.Name] = st
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+// nameOf returns the node name of a member uid (name@incarnation).
+func nameOf(uid string) string { name, _, _ := strings.Cut(uid, "@"); return name }
+
+// findRole returns the node that has role now. The oldest is what most
+// answering nodes name; the coordinator's and the singleton's node is the
+// one whose own status says it runs it (sharding[].coordinator_running;
+// the coordinator of the first entity type in name order, if there are
+// several).
+func findRole(ctx context.Context, env *Env, role string) (string, error) {
+	sts := statuses(ctx, env)
+	if len(sts) == 0 {
+		return "", errors.New("no node answered its status")
+	}
+	switch role {
+	case RoleOldest:
+		votes := map[string]int{}
+		for _, st := range sts {
+			if st.Oldest != "" {
+				votes[nameOf(st.Oldest)]++
+			}
+		}
+		best, bestVotes := "", 0
+		for name, v := range votes {
+			if v > bestVotes || v == bestVotes && name < best {
+				best, bestVotes = name, v
+			}
+		}
+		if best == "" {
+			return "", errors.New("no node names an oldest member")
+		}
+		return best, nil
+	case RoleCoordinator, RoleSingleton:
+		type hit struct{ node, singleton string }
+		var hits []hit
+		for node, st := range sts {
+			for _, s := range st.Singletons {
+				if s.Running && role == RoleSingleton && s.Name == idGenerator {
+					hits = append(hits, hit{node, s.Name})
+				}
+			}
+			for _, s := range st.Sharding {
+				if s.CoordinatorRunning && role == RoleCoordinator {
+					hits = append(hits, hit{node, s.Type})
+				}
+			}
+		}
+		if len(hits) == 0 {
+			return "", fmt.Errorf("no node says it runs the %s", role)
+		}
+		sort.Slice(hits, func(i, j int) bool {
+			if hits[i].singleton != hits[j].singleton {
+				return hits[i].singleton < hits[j].singleton
+			}
+			return hits[i].node < hits[j].node
+		})
+		return hits[0].node, nil
+	}
+	return "", fmt.Errorf("unknown role %q", role)
+}
+
+// nodeNames returns the cluster's node names in the runtime's order.
+func nodeNames(env *Env) []string {
+	var out []string
+	for _, n := range env.Cluster.Nodes() {
+		out = append(out, n.Name)
+	}
+	return out
+}
+
+// pick chooses targets among names: "one", "minority", "majority", "all",
+// or a role.
+func pick(ctx context.Context, env *Env, rng *rand.Rand, names []string, how string) ([]string, error) {
+	n := len(names)
+	shuffled := shuffle(rng, names)
+	switch how {
+	case "one":
+		return shuffled[:1], nil
+	case "minority":
+		return sorted(shuffled[:max(1, (n-1)/2)]), nil
+	case "majority":
+		return sorted(shuffled[:n/2+1]), nil
+	case "all":
+		return sorted(shuffled), nil
+	case "some":
+		// One node, a minority or all, at random.
+		return pick(ctx, env, rng, names, []string{"one", "minority", "all"}[rng.IntN(3)])
+	}
+	node, err := findRole(ctx, env, how)
+	if err != nil {
+		return nil, err
+	}
+	return []string{node}, nil
+}
+
+func shuffle(rng *rand.Rand, names []string) []string {
+	out := append([]string(nil), names...)
+	rng.Shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
+	return out
+}
+
+func sorted(names []string) []string {
+	out := append([]string(nil), names...)
+	sort.Strings(out)
+	return out
+}
+
+// forEach runs fn for every name concurrently and joins the errors.
+func forEach(names []string, fn func(name string) error) error {
+	errs := make([]error, len(names))
+	var wg sync.WaitGroup
+	for i, name := range names {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := fn(name); err != nil {
+				errs[i] = fmt.Errorf("%s: %w", name, err)
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}

@@ -1,0 +1,147 @@
+package nemesis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+)
+
+// Step is one action of a fault schedule.
+type Step struct {
+	// At is the offset from the start of the main phase.
+	At time.Duration `json:"at_ns"`
+	// Fault is the fault's full name.
+	Fault string `json:"fault"`
+	// Heal: undo the fault injected by the previous step.
+	Heal bool `json:"heal,omitempty"`
+	// Seed drives the fault's own random choices (targets, shapes).
+	Seed uint64 `json:"seed,omitempty"`
+}
+
+// Plan is the fault schedule for a main phase of length limit: after a
+// quiet interval, inject a fault, hold it for an interval, heal it, stay
+// quiet for an interval, and again, with each gap jittered by up to ±25 %.
+// Faults are drawn from faults (full names) by a generator seeded with
+// seed alone: the same seed, faults and times give the same plan. The last
+// fault is healed before limit.
+func Plan(seed int64, faults []string, interval, limit time.Duration) []Step {
+	if len(faults) == 0 || interval <= 0 {
+		return nil
+	}
+	rng := rand.New(rand.NewPCG(uint64(seed), 0x6e656d65736973)) // "nemesis"
+	jitter := func() time.Duration {
+		return interval*3/4 + time.Duration(rng.Int64N(int64(interval)/2+1))
+	}
+	var plan []Step
+	t := jitter()
+	for {
+		hold := jitter()
+		if t+hold >= limit {
+			return plan
+		}
+		f := faults[rng.IntN(len(faults))]
+		plan = append(plan, Step{At: t, Fault: f, Seed: rng.Uint64()})
+		t += hold
+		plan = append(plan, Step{At: t, Fault: f, Heal: true})
+		t += jitter()
+	}
+}
+
+// Event is a fault injected or healed, for the history.
+type Event struct {
+	Fault string
+	// Action is "inject" or "heal".
+	Action string
+	// Began is when the action started; it took effect when it returned
+	// (the harness records that time).
+	Began time.Time
+	// Targets say what was done (JSON).
+	Targets any
+	// Err is why the action failed, entirely or in part.
+	Err error
+}
+
+// Runner performs a plan.
+type Runner struct {
+	Env    *Env
+	Faults []Fault
+	// Record receives every event as the action returns.
+	Record func(Event)
+}
+
+// Check refuses faults the cluster cannot take. A fault named in full is
+// refused with the reason; one that came with its family (--nemesis
+// partition) is dropped from r.Faults and returned with the reason, so a
+// family means "its variants that fit this cluster". Nothing left to inject
+// is an error too.
+func (r *Runner) Check() (dropped []error, err error) {
+	var errs []error
+	var keep []Fault
+	for _, f := range r.Faults {
+		switch err := f.Check(r.Env); {
+		case err == nil:
+			keep = append(keep, f)
+		case f.Explicit:
+			errs = append(errs, err)
+		default:
+			dropped = append(dropped, err)
+		}
+	}
+	if len(errs) > 0 {
+		return dropped, errors.Join(errs...)
+	}
+	if len(keep) == 0 && len(r.Faults) > 0 {
+		return dropped, fmt.Errorf("no fault asked for fits this cluster: %w", errors.Join(dropped...))
+	}
+	r.Faults = keep
+	return dropped, nil
+}
+
+// Run performs plan, with At counted from start, until the plan ends or
+// ctx ends; a fault active then is healed (heals run on their own, even
+// after ctx ends). It returns when nothing is left injected.
+func (r *Runner) Run(ctx context.Context, start time.Time, plan []Step) {
+	faults := map[string]Fault{}
+	for _, f := range r.Faults {
+		faults[f.Name] = f
+	}
+	var active *Active
+	var activeFault string
+	heal := func() {
+		if active == nil {
+			return
+		}
+		hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*settle)
+		defer cancel()
+		began := time.Now()
+		targets, err := active.Heal(hctx)
+		r.Record(Event{Fault: activeFault, Action: "heal", Began: began, Targets: targets, Err: err})
+		active, activeFault = nil, ""
+	}
+	defer heal()
+	for _, s := range plan {
+		if err := sleep(ctx, time.Until(start.Add(s.At))); err != nil {
+			return
+		}
+		if s.Heal {
+			heal()
+			continue
+		}
+		heal() // a plan never overlaps faults
+		f, ok := faults[s.Fault]
+		if !ok {
+			r.Record(Event{Fault: s.Fault, Action: "inject", Began: time.Now(), Err: fmt.Errorf("unknown fault %q", s.Fault)})
+			continue
+		}
+		began := time.Now()
+		a, err := f.Inject(ctx, r.Env, rand.New(rand.NewPCG(s.Seed, 0x74617267657473))) // "targets"
+		var targets any
+		if a != nil {
+			targets = a.Targets
+		}
+		r.Record(Event{Fault: f.Name, Action: "inject", Began: began, Targets: targets, Err: err})
+		active, activeFault = a, f.Name
+	}
+}
