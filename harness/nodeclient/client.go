@@ -105,6 +105,12 @@ type Sharding struct {
 	Type string `json:"type"`
 	// CoordinatorRunning: this node runs the type's shard coordinator.
 	CoordinatorRunning bool `json:"coordinator_running"`
+	Region             struct {
+		// Shards this node's region hosts.
+		Shards []struct {
+			ID string `json:"id"`
+		} `json:"shards"`
+	} `json:"region"`
 }
 
 // SingletonRunning reports whether the named singleton runs on the node.

@@ -353,9 +353,34 @@ func TestNemesesDocker(t *testing.T) {
 
 	t.Run("member:join", func(t *testing.T) {
 		f.t = t
+		// Entities in many shards, so that some move to the new node. A
+		// rebalanced shard is allocated again (to the least loaded region,
+		// the new one) when its next message arrives, so traffic goes on.
+		touch := func() {
+			for i := range 60 {
+				rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+				nodeclient.New(f.node("n1").HTTPAddr, nil).Entity(rctx, nodeclient.EntityRequest{Type: "register", ID: fmt.Sprintf("join-%d", i), Op: "read"})
+				cancel()
+			}
+		}
+		touch()
 		a, targets := f.inject("member:join", 10)
+		defer a.Heal(ctx) // on failure; a second heal is harmless
 		added := targets.(nemesis.Targets).Targets[0]
 		nodetest.Eventually(t, ctx, time.Minute, "n1 sees "+added+" up", nodetest.SeesAllUp(f.node("n1").HTTPAddr, append(all, added)...))
+		nodetest.Eventually(t, ctx, 90*time.Second, "shards rebalance to "+added, func(ctx context.Context) (bool, string) {
+			touch()
+			st, err := nodetest.Status(ctx, f.node(added).HTTPAddr, 2*time.Second)
+			if err != nil {
+				return false, err.Error()
+			}
+			for _, s := range st.Sharding {
+				if s.Type == "register" && len(s.Region.Shards) > 0 {
+					return true, ""
+				}
+			}
+			return false, "hosts no register shard yet"
+		})
 		f.heal(a)
 		if slices.Contains(f.names(), added) {
 			t.Errorf("%s still in the cluster after heal", added)
