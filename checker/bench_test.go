@@ -54,3 +54,21 @@ func BenchmarkUniqueIDs(b *testing.B) {
 func BenchmarkLinearizable(b *testing.B) {
 	benchCheck(b, Linearizable{}, simRegister(simOptions{seed: 1, clients: 20, entities: 1000, ops: 100_000, infoRate: 0.01, failRate: 0.01}))
 }
+
+// simBenchRun: about 1,000,000 entries (500,000 invocations and their
+// completions, nemesis entries, phases) of 20 clients over 1,000 register
+// entities and the singleton, a fault every 20 s lasting 5 s, each fault
+// moving every entity and the singleton to a new incarnation.
+func simBenchRun() *history.File {
+	return simRun(runOptions{seed: 1, clients: 20, entities: 1000, ops: 500_000, step: 200_000, faultEvery: 20e9, faultLen: 5e9})
+}
+
+// BenchmarkSingleInstance: simBenchRun.
+func BenchmarkSingleInstance(b *testing.B) {
+	benchCheck(b, SingleInstance{}, simBenchRun())
+}
+
+// BenchmarkAvailability: simBenchRun, without writing the chart.
+func BenchmarkAvailability(b *testing.B) {
+	benchCheck(b, Availability{}, simBenchRun())
+}

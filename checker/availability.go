@@ -1,0 +1,502 @@
+package checker
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/shardtest/shardtest/harness/history"
+)
+
+// Availability reports throughput, latency and unavailability over time,
+// and how each fault the nemesis injected affected them. It is not a
+// correctness property: its verdict is valid whenever there are client ops
+// (unknown otherwise), and its value is the report and the chart
+// (AvailabilityFile) it writes.
+type Availability struct{}
+
+// Name implements Checker.
+func (Availability) Name() string { return "availability" }
+
+// AvailabilityFile is the chart Availability writes into the output
+// directory.
+const AvailabilityFile = "availability.svg"
+
+// Analysis parameters.
+const (
+	// maxBuckets bounds the time buckets, and so the chart's size: buckets
+	// are 1 s wide, or as many whole seconds as keep them within this.
+	maxBuckets = 600
+	// afterHeal is how long after a heal the fault's unavailability window
+	// extends: a cluster takes a while to notice a healed fault.
+	afterHeal = 30 * time.Second
+	// recoveredShare: a fault has recovered when a bucket's ok rate is back
+	// to this share of the baseline.
+	recoveredShare = 0.5
+)
+
+// Report is what Availability learns from a history. Instants are
+// nanoseconds on the history's clock; spans are durations.
+type Report struct {
+	// Start (aligned to BucketWidth) and End bound the client ops and
+	// nemesis entries; First is the first of them.
+	Start, First, End int64
+	BucketWidth       time.Duration
+	Buckets           []Bucket
+	// Faults in the order they were injected.
+	Faults []FaultWindow
+	Phases []PhaseMark
+	// Completions by kind; Open: invocations never completed.
+	OK, Fail, Info, Open int
+	// MedianOKRate is the median ok/s over the whole buckets of the main
+	// phase (of [First, End] if there are no phases); BaselineOKRate the
+	// median of those that end before the first fault began (0 when there
+	// are none).
+	MedianOKRate, BaselineOKRate float64
+	// UnmatchedHeals: heals with no inject of their fault open.
+	UnmatchedHeals int
+}
+
+// Bucket is one time bucket [Start, End): the completions in it, and the
+// latency of its ok completions (zero when it has none).
+type Bucket struct {
+	Start, End     int64
+	OK, Fail, Info int
+	P50, P99, Max  time.Duration
+}
+
+// Rate is the bucket's ok completions per second of a full bucket (a cut
+// short last bucket reads low, never high).
+func (b Bucket) Rate(width time.Duration) float64 {
+	if width <= 0 {
+		return 0
+	}
+	return float64(b.OK) / width.Seconds()
+}
+
+// FaultWindow is one fault, from its inject to its heal, and its effect.
+type FaultWindow struct {
+	Fault string
+	// Inject is when the inject began (its effects may start then); Heal
+	// when the heal took effect, or End when it never was (Healed false).
+	Inject, Heal int64
+	Healed       bool
+	// Error is the inject's or heal's error, if any (the fault may have
+	// been only partly in effect).
+	Error string
+	// The longest stretch with no ok completion within [Inject, Heal + 30
+	// s], cut at the next fault's inject and at the end.
+	UnavailableFrom, UnavailableTo int64
+	// Recovery: from the heal to the start of the first bucket (one
+	// overlapping the heal counts) whose ok rate is back to half the
+	// baseline, looking until the next fault's inject. Zero when
+	// Recovered is false, and NotRecovered says why.
+	Recovery     time.Duration
+	Recovered    bool
+	NotRecovered string
+}
+
+// Unavailable is the length of the fault's longest stretch with no ok
+// completion.
+func (f FaultWindow) Unavailable() time.Duration {
+	return time.Duration(f.UnavailableTo - f.UnavailableFrom)
+}
+
+// PhaseMark is the start of a run phase.
+type PhaseMark struct {
+	Name string
+	Time int64
+}
+
+// Check implements Checker.
+func (a Availability) Check(ctx context.Context, h *history.File, outDir string) Result {
+	res := Result{Checker: a.Name(), Verdict: Unknown}
+	if err := ctx.Err(); err != nil {
+		res.Summary = "stopped: " + err.Error()
+		return res
+	}
+	r, pg := analyze(h)
+	res.Evidence = append(res.Evidence, truncatedNote(h)...)
+	res.Evidence = append(res.Evidence, pg.evidence(h.Ops)...)
+	if r.OK+r.Fail+r.Info+r.Open == 0 {
+		res.Summary = "no client operations: nothing to report"
+		return res
+	}
+	res.Verdict = Valid
+	res.Summary = r.Summary()
+	if r.BaselineOKRate == 0 && len(r.Faults) > 0 {
+		res.Evidence = append(res.Evidence, "no whole bucket with ok ops before the first fault: no baseline to measure recovery against")
+	}
+	if r.UnmatchedHeals > 0 {
+		res.Evidence = append(res.Evidence, fmt.Sprintf("%d heals had no inject of their fault open and were ignored", r.UnmatchedHeals))
+	}
+	var lines []string
+	for _, f := range r.Faults {
+		lines = append(lines, f.Describe())
+	}
+	res.Evidence = append(res.Evidence, limit(lines)...)
+	if outDir == "" {
+		return res
+	}
+	if err := writeChart(outDir, h.Header.Test, r); err != nil {
+		res.Evidence = append(res.Evidence, "chart not written: "+err.Error())
+		return res
+	}
+	res.Files = []string{AvailabilityFile}
+	return res
+}
+
+// writeChart renders r into outDir.
+func writeChart(outDir, title string, r Report) error {
+	if err := os.MkdirAll(outDir, 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(outDir, AvailabilityFile), []byte(RenderSVG(r, title)), 0o644)
+}
+
+// Analyze computes the availability report of a history. It is a pure
+// function of the history, O(n log n), and tolerates odd input (times out
+// of order, completions before their invocations, unreadable nemesis
+// values).
+func Analyze(h *history.File) Report {
+	r, _ := analyze(h)
+	return r
+}
+
+// okOp is an ok completion's bucket, time and latency.
+type okOp struct {
+	b        int
+	at, took int64
+}
+
+func analyze(h *history.File) (Report, pairing) {
+	var r Report
+	ops := h.Ops
+	pg := pairOps(ops, func(*history.Op) bool { return true })
+
+	// The timeline: client ops and nemesis entries (phases are marks; the
+	// warm-up starts before the cluster does).
+	have := false
+	widen := func(t int64) {
+		if !have {
+			r.First, r.End, have = t, t, true
+		}
+		r.First, r.End = min(r.First, t), max(r.End, t)
+	}
+	for i := range ops {
+		op := &ops[i]
+		switch {
+		case op.Kind == history.Phase:
+			r.Phases = append(r.Phases, PhaseMark{Name: op.F, Time: op.Time})
+		case op.Kind == history.Invoke || op.Completion() || op.Kind == history.Nemesis:
+			widen(op.Time)
+		}
+	}
+	if !have {
+		return r, pg
+	}
+	r.Faults, r.UnmatchedHeals = faultWindows(ops, r.End)
+	for _, f := range r.Faults {
+		widen(f.Inject) // an inject's beginning may precede every entry
+	}
+	r.BucketWidth, r.Start = bucketing(r.First, r.End)
+	w := int64(r.BucketWidth)
+	n := int((uint64(r.End-r.Start))/uint64(w)) + 1
+	r.Buckets = make([]Bucket, n)
+	for i := range r.Buckets {
+		s := r.Start + int64(i)*w
+		r.Buckets[i] = Bucket{Start: s, End: s + w}
+	}
+	bucketOf := func(t int64) int { return int(uint64(t-r.Start) / uint64(w)) }
+
+	// Completions per bucket, and ok latencies grouped by bucket (a
+	// counting sort, so each bucket's percentiles sort only its own).
+	oks := make([]okOp, 0, len(pg.pairs))
+	for _, p := range pg.pairs {
+		if p.comp < 0 {
+			r.Open++
+			continue
+		}
+		c := &ops[p.comp]
+		k := bucketOf(c.Time)
+		b := &r.Buckets[k]
+		switch c.Kind {
+		case history.OK:
+			r.OK++
+			b.OK++
+			oks = append(oks, okOp{b: k, at: c.Time, took: max(c.Time-ops[p.inv].Time, 0)})
+		case history.Fail:
+			r.Fail++
+			b.Fail++
+		default:
+			r.Info++
+			b.Info++
+		}
+	}
+	offset := make([]int, n+1)
+	for _, o := range oks {
+		offset[o.b+1]++
+	}
+	for i := range n {
+		offset[i+1] += offset[i]
+	}
+	lat := make([]int64, len(oks))
+	next := slices.Clone(offset[:n])
+	for _, o := range oks {
+		lat[next[o.b]] = o.took
+		next[o.b]++
+	}
+	for i := range r.Buckets {
+		seg := lat[offset[i]:offset[i+1]]
+		if len(seg) == 0 {
+			continue
+		}
+		slices.Sort(seg)
+		b := &r.Buckets[i]
+		b.P50, b.P99, b.Max = time.Duration(rank(seg, 0.50)), time.Duration(rank(seg, 0.99)), time.Duration(seg[len(seg)-1])
+	}
+
+	// Rates: the median over whole buckets, and the baseline before the
+	// first fault.
+	var all, before []float64
+	firstFault := int64(math.MaxInt64)
+	if len(r.Faults) > 0 {
+		firstFault = r.Faults[0].Inject
+	}
+	// Only the main phase drives traffic: the warm-up, the recovery wait
+	// and the final read-back would drag the median down.
+	mainFrom, mainTo := r.First, r.End
+	for i, p := range r.Phases {
+		if p.Name == "main" {
+			mainFrom = max(mainFrom, p.Time)
+			if i+1 < len(r.Phases) {
+				mainTo = min(mainTo, r.Phases[i+1].Time)
+			}
+		}
+	}
+	for _, b := range r.Buckets {
+		if b.Start < mainFrom || b.End > mainTo {
+			continue
+		}
+		all = append(all, b.Rate(r.BucketWidth))
+		if b.End <= firstFault {
+			before = append(before, b.Rate(r.BucketWidth))
+		}
+	}
+	if len(all) == 0 { // a short run: every bucket is partial
+		for _, b := range r.Buckets {
+			all = append(all, b.Rate(r.BucketWidth))
+		}
+	}
+	r.MedianOKRate, r.BaselineOKRate = median(all), median(before)
+
+	okTimes := make([]int64, len(oks))
+	for i, o := range oks {
+		okTimes[i] = o.at
+	}
+	slices.Sort(okTimes)
+	for i := range r.Faults {
+		until := r.End
+		if i+1 < len(r.Faults) {
+			until = min(until, max(r.Faults[i+1].Inject, r.Faults[i].Heal))
+		}
+		r.fault(&r.Faults[i], okTimes, until)
+	}
+	return r, pg
+}
+
+// fault fills in a fault's unavailability and recovery, looking no further
+// than until: where the next fault begins (its effects would be counted as
+// this one's), or the end.
+func (r *Report) fault(f *FaultWindow, okTimes []int64, until int64) {
+	// Longest stretch without an ok completion in [Inject, to].
+	to := max(min(satAdd(f.Heal, int64(afterHeal)), until), f.Inject)
+	prev := f.Inject
+	f.UnavailableFrom, f.UnavailableTo = prev, prev
+	i, _ := slices.BinarySearch(okTimes, f.Inject)
+	for ; i < len(okTimes) && okTimes[i] <= to; i++ {
+		if okTimes[i]-prev > f.UnavailableTo-f.UnavailableFrom {
+			f.UnavailableFrom, f.UnavailableTo = prev, okTimes[i]
+		}
+		prev = okTimes[i]
+	}
+	if to-prev > f.UnavailableTo-f.UnavailableFrom {
+		f.UnavailableFrom, f.UnavailableTo = prev, to
+	}
+
+	switch {
+	case !f.Healed:
+		f.NotRecovered = "never healed"
+		return
+	case r.BaselineOKRate == 0:
+		f.NotRecovered = "no baseline"
+		return
+	}
+	for _, b := range r.Buckets {
+		if b.End <= f.Heal {
+			continue
+		}
+		if b.Start >= until && until < r.End {
+			f.NotRecovered = "not before the next fault"
+			return
+		}
+		if b.Rate(r.BucketWidth) >= recoveredShare*r.BaselineOKRate {
+			f.Recovery, f.Recovered = time.Duration(max(b.Start-f.Heal, 0)), true
+			return
+		}
+	}
+	f.NotRecovered = "not by the end"
+}
+
+// faultWindows pairs each inject with the next heal of the same fault (a
+// heal closes every open inject of its fault); an inject never healed
+// lasts until end. It also counts heals with nothing to close.
+func faultWindows(ops []history.Op, end int64) ([]FaultWindow, int) {
+	var (
+		faults    []FaultWindow
+		open      = map[string][]int{} // fault -> indexes into faults
+		unmatched int
+	)
+	for i := range ops {
+		op := &ops[i]
+		if op.Kind != history.Nemesis {
+			continue
+		}
+		var v struct {
+			Action string `json:"action"`
+			Began  *int64 `json:"began"`
+		}
+		_ = json.Unmarshal(op.Value, &v) // unreadable: no action, ignored below
+		switch v.Action {
+		case "inject":
+			began := op.Time
+			if v.Began != nil && *v.Began >= 0 && *v.Began <= op.Time {
+				began = *v.Began
+			}
+			open[op.F] = append(open[op.F], len(faults))
+			faults = append(faults, FaultWindow{Fault: op.F, Inject: began, Heal: end, Error: op.Error})
+		case "heal":
+			if len(open[op.F]) == 0 {
+				unmatched++
+				continue
+			}
+			for _, k := range open[op.F] {
+				f := &faults[k]
+				f.Heal, f.Healed = max(op.Time, f.Inject), true
+				if op.Error != "" && f.Error == "" {
+					f.Error = "heal: " + op.Error
+				}
+			}
+			delete(open, op.F)
+		}
+	}
+	slices.SortStableFunc(faults, func(a, b FaultWindow) int { return cmp.Compare(a.Inject, b.Inject) })
+	return faults, unmatched
+}
+
+// bucketing picks the bucket width (whole seconds, at most maxBuckets
+// buckets) and the timeline's start, aligned to it when that cannot
+// overflow.
+func bucketing(first, end int64) (time.Duration, int64) {
+	span := uint64(end - first) // end >= first; the difference fits in uint64
+	k := span/uint64(maxBuckets*int64(time.Second)) + 1
+	for {
+		w := int64(k) * int64(time.Second)
+		start := first
+		if first >= 0 {
+			start = first - first%w
+		}
+		if uint64(end-start)/uint64(w) < maxBuckets {
+			return time.Duration(w), start
+		}
+		k++
+	}
+}
+
+// rank is the nearest-rank percentile q of sorted values.
+func rank(sorted []int64, q float64) int64 {
+	i := int(math.Ceil(q*float64(len(sorted)))) - 1
+	return sorted[min(max(i, 0), len(sorted)-1)]
+}
+
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := slices.Clone(v)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// satAdd adds without overflowing.
+func satAdd(a, b int64) int64 {
+	if s := a + b; (s > a) == (b > 0) {
+		return s
+	}
+	if b > 0 {
+		return 1<<63 - 1
+	}
+	return -1 << 63
+}
+
+// Summary is the report in one line.
+func (r Report) Summary() string {
+	s := fmt.Sprintf("throughput %.0f ok/s median (%d ok, %d failed, %d unknown, %d never completed)", r.MedianOKRate, r.OK, r.Fail, r.Info, r.Open)
+	if len(r.Faults) == 0 {
+		return s + "; no faults"
+	}
+	worst := r.Faults[0]
+	var rec []float64
+	for _, f := range r.Faults {
+		if f.Unavailable() > worst.Unavailable() {
+			worst = f
+		}
+		if f.Recovered {
+			rec = append(rec, f.Recovery.Seconds())
+		}
+	}
+	s += fmt.Sprintf("; %d faults: worst unavailability %s (%s)", len(r.Faults), secs(int64(worst.Unavailable())), worst.Fault)
+	if len(rec) > 0 {
+		s += fmt.Sprintf(", recovery median %.1f s", median(rec))
+	}
+	if n := len(r.Faults) - len(rec); n > 0 {
+		s += fmt.Sprintf(", %d not recovered", n)
+	}
+	return s
+}
+
+// Describe is the fault in one line.
+func (f FaultWindow) Describe() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s: injected t=%s, ", f.Fault, secs(f.Inject))
+	if f.Healed {
+		fmt.Fprintf(&b, "healed t=%s", secs(f.Heal))
+	} else {
+		b.WriteString("never healed")
+	}
+	fmt.Fprintf(&b, "; longest without an ok op %s (t=%s..%s)", secs(int64(f.Unavailable())), secs(f.UnavailableFrom), secs(f.UnavailableTo))
+	if f.Recovered {
+		fmt.Fprintf(&b, "; recovered %s after the heal", secs(int64(f.Recovery)))
+	} else {
+		b.WriteString("; not recovered: " + f.NotRecovered)
+	}
+	if f.Error != "" {
+		b.WriteString("; error: " + f.Error)
+	}
+	return b.String()
+}
+
+// secs formats nanoseconds as seconds for people.
+func secs(ns int64) string {
+	return fmt.Sprintf("%.2f s", float64(ns)/1e9)
+}

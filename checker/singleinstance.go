@@ -1,0 +1,301 @@
+package checker
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/shardtest/shardtest/harness/history"
+)
+
+// SingleInstance checks that at most one incarnation of each entity, and
+// one instance of the singleton, is alive at a time, from the client
+// history alone: every ok reply names who served it (Reply.EntityIncarnation
+// for an entity op, Reply.Singleton for next-id). An incarnation never comes
+// back once another has taken over, so if ops served by X completed before
+// an op served by Y was invoked, and were invoked after it completed, X and
+// Y were alive at the same time. Only ok ops count: fail, info and
+// unfinished ops name no server. Tells are skipped: their ok is the node
+// accepting the message, not the entity handling it. O(n log n).
+type SingleInstance struct{}
+
+// Name implements Checker.
+func (SingleInstance) Name() string { return "single-instance" }
+
+// singletonKey groups the singleton's ops, beside the entity names.
+const singletonKey = "singleton"
+
+// servedOp is an ok op and who served it.
+type servedOp struct {
+	call, ret int64
+	key, inst int // indexes into the key names and the spans
+	inv, comp int // indexes into File.Ops
+}
+
+// instSpan is what an instance's ops prove about its life: it was alive
+// at its first op's completion and at its last op's invocation.
+type instSpan struct {
+	name               string
+	key                int
+	firstRet, lastCall int64
+	firstOp, lastOp    int // indexes into the served ops
+}
+
+// instanceOf names the key and instance that served an ok completion, or
+// returns ok false when it names none (or the op proves nothing).
+func instanceOf(inv, comp *history.Op) (key, inst string, ok bool) {
+	if comp.Reply == nil || inv.F == "tell" {
+		return "", "", false
+	}
+	switch {
+	case inv.Entity != "":
+		return inv.Entity, comp.Reply.EntityIncarnation, comp.Reply.EntityIncarnation != ""
+	case inv.F == "next-id":
+		return singletonKey, comp.Reply.Singleton, comp.Reply.Singleton != ""
+	}
+	return "", "", false
+}
+
+// Check implements Checker.
+func (s SingleInstance) Check(ctx context.Context, h *history.File, _ string) Result {
+	res := Result{Checker: s.Name(), Verdict: Unknown}
+	ops := h.Ops
+	pg := pairOps(ops, func(op *history.Op) bool { return op.Entity != "" || op.F == "next-id" })
+	res.Evidence = append(res.Evidence, truncatedNote(h)...)
+	res.Evidence = append(res.Evidence, pg.evidence(ops)...)
+
+	var (
+		served     = make([]servedOp, 0, len(pg.pairs))
+		spans      []instSpan
+		keyNames   []string
+		keyIDs     = map[string]int{}
+		instIDs    = map[instID]int{}
+		unnamed    int // ok ops that named no server
+		firstUnnam = -1
+	)
+	for _, p := range pg.pairs {
+		if p.comp < 0 || ops[p.comp].Kind != history.OK {
+			continue
+		}
+		inv, comp := &ops[p.inv], &ops[p.comp]
+		key, inst, ok := instanceOf(inv, comp)
+		if !ok {
+			if inv.F != "tell" {
+				unnamed++
+				if firstUnnam < 0 {
+					firstUnnam = p.comp
+				}
+			}
+			continue
+		}
+		k, found := keyIDs[key]
+		if !found {
+			k = len(keyNames)
+			keyIDs[key] = k
+			keyNames = append(keyNames, key)
+		}
+		id := instID{k, inst}
+		x, found := instIDs[id]
+		if !found {
+			x = len(spans)
+			instIDs[id] = x
+			spans = append(spans, instSpan{name: inst, key: k, firstOp: -1, lastOp: -1})
+		}
+		o := servedOp{call: inv.Time, ret: max(comp.Time, inv.Time), key: k, inst: x, inv: p.inv, comp: p.comp}
+		n := len(served)
+		served = append(served, o)
+		sp := &spans[x]
+		if sp.firstOp < 0 || o.ret < sp.firstRet {
+			sp.firstRet, sp.firstOp = o.ret, n
+		}
+		if sp.lastOp < 0 || o.call > sp.lastCall {
+			sp.lastCall, sp.lastOp = o.call, n
+		}
+	}
+	if unnamed > 0 {
+		c := &ops[firstUnnam]
+		res.Evidence = append(res.Evidence, fmt.Sprintf("%d ok entity or next-id ops named no incarnation or singleton instance and were not checked (first: #%d, %s %s)", unnamed, c.Index, c.F, c.Entity))
+	}
+	if len(served) == 0 {
+		res.Summary = "no ok entity or next-id op named the incarnation or instance that served it: nothing to check"
+		return res
+	}
+	if err := ctx.Err(); err != nil {
+		res.Summary = "stopped: " + err.Error()
+		return res
+	}
+
+	// Keys in name order, so the evidence reads in a stable order.
+	order := make([]int, len(keyNames))
+	for k := range order {
+		order[k] = k
+	}
+	slices.SortFunc(order, func(a, b int) int { return strings.Compare(keyNames[a], keyNames[b]) })
+	rank := make([]int, len(keyNames))
+	for r, k := range order {
+		rank[k] = r
+	}
+	byCall := make([]int, len(served))
+	for i := range byCall {
+		byCall[i] = i
+	}
+	slices.SortFunc(byCall, func(a, b int) int {
+		x, y := &served[a], &served[b]
+		return cmp.Or(cmp.Compare(rank[x.key], rank[y.key]), cmp.Compare(x.call, y.call), cmp.Compare(x.inv, y.inv))
+	})
+	byFirst := make([]int, len(spans))
+	for i := range byFirst {
+		byFirst[i] = i
+	}
+	slices.SortFunc(byFirst, func(a, b int) int {
+		x, y := &spans[a], &spans[b]
+		return cmp.Or(cmp.Compare(rank[x.key], rank[y.key]), cmp.Compare(x.firstRet, y.firstRet))
+	})
+
+	// Sweep each key's ops in invocation order. An op y (served by Y) is a
+	// violation iff some other instance X completed an op before y was
+	// invoked (firstRet < y.call) and was invoked for an op after y
+	// completed (lastCall > y.ret). Instances enter the sweep as their
+	// firstRet passes; of those, only the two with the latest lastCall
+	// matter (the best one, or the runner-up when the best is Y itself).
+	var (
+		bad      int              // violating ops
+		badKeys  = map[int]bool{} // keys with a violation
+		pairs    = map[[2]int]bool{}
+		evidence []string
+		morePair int
+	)
+	j := 0
+	for start := 0; start < len(byCall); {
+		key := served[byCall[start]].key
+		end := start
+		for end < len(byCall) && served[byCall[end]].key == key {
+			end++
+		}
+		seg := byCall[start:end]
+		best, second := -1, -1
+		for _, o := range seg {
+			y := &served[o]
+			for ; j < len(byFirst) && spans[byFirst[j]].key == key && spans[byFirst[j]].firstRet < y.call; j++ {
+				x := byFirst[j]
+				switch {
+				case best < 0 || spans[x].lastCall > spans[best].lastCall:
+					best, second = x, best
+				case second < 0 || spans[x].lastCall > spans[second].lastCall:
+					second = x
+				}
+			}
+			x := best
+			if x == y.inst {
+				x = second
+			}
+			if x < 0 || spans[x].lastCall <= y.ret {
+				continue
+			}
+			bad++
+			badKeys[key] = true
+			pr := [2]int{min(x, y.inst), max(x, y.inst)}
+			if pairs[pr] {
+				continue
+			}
+			pairs[pr] = true
+			if len(evidence) >= maxEvidence {
+				morePair++
+				continue
+			}
+			evidence = append(evidence, describeOverlap(ops, served, spans, keyNames, seg, o, x))
+		}
+		// Skip this key's instances that never entered the sweep (their
+		// first completion came after the key's last invocation).
+		for j < len(byFirst) && spans[byFirst[j]].key == key {
+			j++
+		}
+		start = end
+		if err := ctx.Err(); err != nil {
+			res.Summary = "stopped: " + err.Error()
+			return res
+		}
+	}
+
+	counts := fmt.Sprintf("%d ok ops on %d keys (entities and the singleton) served by %d incarnations or instances", len(served), len(keyNames), len(spans))
+	if bad > 0 {
+		res.Verdict = Invalid
+		res.Summary = fmt.Sprintf("%d ops on %d keys were served by one incarnation while another was alive before and after them (%s)", bad, len(badKeys), counts)
+		res.Evidence = append(res.Evidence, evidence...)
+		if morePair > 0 {
+			res.Evidence = append(res.Evidence, fmt.Sprintf("... and %d more pairs of incarnations alive at once", morePair))
+		}
+		return res
+	}
+	res.Verdict = Valid
+	res.Summary = counts + ": never two alive at once"
+	return res
+}
+
+// instID names an instance within its key.
+type instID struct {
+	key  int
+	name string
+}
+
+// describeOverlap explains one violation: seg is the key's ops, y the one
+// served by Y, x the instance alive before and after it. It names the
+// tightest ops of X around y: the last to complete before y was invoked and
+// the first invoked after y completed. Linear in the key's ops, so only
+// done for the evidence.
+func describeOverlap(ops []history.Op, served []servedOp, spans []instSpan, keyNames []string, seg []int, yi, x int) string {
+	y := &served[yi]
+	before, after := spans[x].firstOp, spans[x].lastOp
+	for _, o := range seg {
+		s := &served[o]
+		if s.inst != x {
+			continue
+		}
+		if s.ret < y.call && s.ret > served[before].ret {
+			before = o
+		}
+		if s.call > y.ret && s.call < served[after].call {
+			after = o
+		}
+	}
+	key := keyNames[y.key]
+	return fmt.Sprintf("%s: %s %s (hosted by %s) was alive before and after %s %s (hosted by %s) served %s: it served %s before and %s after",
+		key, instWord(key), spans[x].name, hostOf(ops, served[before]), instWord(key), spans[y.inst].name, hostOf(ops, *y),
+		describeServed(ops, *y), describeServed(ops, served[before]), describeServed(ops, served[after]))
+}
+
+// instWord says what an instance of key is called.
+func instWord(key string) string {
+	if key == singletonKey {
+		return "instance"
+	}
+	return "incarnation"
+}
+
+// describeServed names an op as the linearizable checker does.
+func describeServed(ops []history.Op, s servedOp) string {
+	return ops[s.inv].F + " " + describeRegMeta(ops, regOp{inv: s.inv, comp: s.comp})
+}
+
+// hostOf names the member that hosted the instance serving s: the entity's
+// host, the singleton instance's member (node@incarnation#instance), or,
+// failing both, the node that answered.
+func hostOf(ops []history.Op, s servedOp) string {
+	r := ops[s.comp].Reply
+	switch {
+	case r == nil:
+		return "unknown"
+	case r.HostNode != "":
+		return r.HostNode
+	case r.Singleton != "":
+		if i := strings.LastIndexByte(r.Singleton, '#'); i > 0 {
+			return r.Singleton[:i]
+		}
+		return r.Singleton
+	case r.Node != "":
+		return "unknown, answered by " + r.Node
+	}
+	return "unknown"
+}
