@@ -1,0 +1,201 @@
+package checker
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/shardtest/shardtest/harness/history"
+)
+
+// SenderOrder checks per-sender ordering on the append workload's logs:
+//   - fire-and-forget tells from one sender to one entity that went through
+//     the same region (the same node incarnation accepted them) are
+//     processed in the order they were sent. That is the guarantee sharding
+//     gives (Akka: per sender, per region), and what buffering during a
+//     hand-off or while a shard's home is looked up must keep. Tells through
+//     different regions, or through a region that restarted in between, may
+//     overtake each other, and so may a tell and a later ask (an ask has a
+//     sender of its own, as in Akka);
+//   - a message the sender sent after one of its appends was acknowledged
+//     comes after that append in the log (cause before effect), whatever
+//     path either took.
+//
+// Messages with unknown outcomes constrain nothing: the region that took
+// them, if any, is unknown.
+//
+// The order a log processed its entries is the last complete read of it
+// (the final phase reads every log touched). A sender sends one message
+// at a time, so its send order is its invocation order.
+type SenderOrder struct{}
+
+// Name implements Checker.
+func (SenderOrder) Name() string { return "sender-order" }
+
+// sent is one accepted message of a sender.
+type sent struct {
+	e    logEntry
+	call int64 // invocation time: the send order
+	ret  int64 // completion time
+	inv  int64 // history index of the invocation
+	f    string
+	via  string // the node incarnation that accepted it
+}
+
+// Check implements Checker.
+func (SenderOrder) Check(ctx context.Context, h *history.File, _ string) Result {
+	res := Result{Checker: "sender-order"}
+	p := pairOps(h.Ops, func(op *history.Op) bool { return strings.HasPrefix(op.Entity, "log/") })
+	// Per entity and sender, its accepted messages.
+	type senderKey struct{ entity, client string }
+	bySender := map[senderKey][]sent{}
+	lastRead := map[string][]logEntry{}
+	lastReadAt := map[string]int64{}
+	var bad []string
+	for _, pr := range p.pairs {
+		inv := h.Ops[pr.inv]
+		if pr.comp < 0 {
+			continue
+		}
+		comp := h.Ops[pr.comp]
+		if comp.Kind != history.OK {
+			continue
+		}
+		switch inv.F {
+		case "append", "tell":
+			var e logEntry
+			if err := json.Unmarshal(inv.Value, &e); err != nil || e.Client == "" {
+				bad = append(bad, fmt.Sprintf("#%d: unreadable %s arguments %s", inv.Index, inv.F, inv.Value))
+				continue
+			}
+			via := inv.Node
+			if comp.Reply != nil && comp.Reply.Incarnation != "" {
+				via = comp.Reply.Node + "@" + comp.Reply.Incarnation
+			}
+			k := senderKey{inv.Entity, e.Client}
+			bySender[k] = append(bySender[k], sent{e: e, call: inv.Time, ret: comp.Time, inv: inv.Index, f: inv.F, via: via})
+		case "read":
+			var r struct {
+				Entries []logEntry `json:"entries"`
+			}
+			if err := json.Unmarshal(comp.Value, &r); err != nil {
+				bad = append(bad, fmt.Sprintf("#%d: unreadable read result %s", comp.Index, comp.Value))
+				continue
+			}
+			if comp.Time >= lastReadAt[inv.Entity] {
+				lastRead[inv.Entity], lastReadAt[inv.Entity] = r.Entries, comp.Time
+			}
+		}
+	}
+	keys := make([]senderKey, 0, len(bySender))
+	for k := range bySender {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if keys[i].entity != keys[j].entity {
+			return keys[i].entity < keys[j].entity
+		}
+		return keys[i].client < keys[j].client
+	})
+	positions := map[string]map[logEntry]int{}
+	var violations []string
+	checkedPaths, checkedMsgs, unread := 0, 0, 0
+	for _, k := range keys {
+		if ctx.Err() != nil {
+			res.Verdict, res.Summary = Unknown, "stopped: "+ctx.Err().Error()
+			return res
+		}
+		log, ok := lastRead[k.entity]
+		if !ok {
+			unread++
+			continue
+		}
+		pos, ok := positions[k.entity]
+		if !ok {
+			pos = make(map[logEntry]int, len(log))
+			for i, e := range log {
+				if _, dup := pos[e]; !dup {
+					pos[e] = i
+				}
+			}
+			positions[k.entity] = pos
+		}
+		msgs := bySender[k]
+		sort.Slice(msgs, func(i, j int) bool { return msgs[i].call < msgs[j].call })
+		describe := func(m *sent) string { return fmt.Sprintf("seq %d (%s #%d via %s)", m.e.Seq, m.f, m.inv, m.via) }
+		// Tells through one region: in send order, their log positions
+		// must rise.
+		paths := map[string]bool{}
+		lastTell := map[string]*sent{} // via → the tell furthest in the log so far
+		// Acknowledged appends: the one furthest in the log among those
+		// acknowledged before the current message was sent.
+		acked := []*sent{}
+		for i := range msgs {
+			if msgs[i].f == "append" {
+				acked = append(acked, &msgs[i])
+			}
+		}
+		sort.Slice(acked, func(i, j int) bool { return acked[i].ret < acked[j].ret })
+		var before *sent
+		next := 0
+		for i := range msgs {
+			m := &msgs[i]
+			for next < len(acked) && acked[next].ret < m.call {
+				if a := acked[next]; before == nil || posOr(pos, a.e) > posOr(pos, before.e) {
+					before = a
+				}
+				next++
+			}
+			at, present := pos[m.e]
+			if !present {
+				continue // lost: allowed for tells; the append-log checker judges appends
+			}
+			checkedMsgs++
+			if before != nil && posOr(pos, before.e) > at {
+				violations = append(violations, fmt.Sprintf("%s: sender %s sent %s after %s was acknowledged, yet the log has it first (position %d before %d)",
+					k.entity, k.client, describe(m), describe(before), at, posOr(pos, before.e)))
+			}
+			if m.f != "tell" {
+				continue
+			}
+			paths[m.via] = true
+			if prev := lastTell[m.via]; prev != nil && at < pos[prev.e] {
+				violations = append(violations, fmt.Sprintf("%s: sender %s told %s before %s through the same region, yet the log has them the other way round (positions %d, %d)",
+					k.entity, k.client, describe(prev), describe(m), pos[prev.e], at))
+			}
+			if prev := lastTell[m.via]; prev == nil || at > pos[prev.e] {
+				lastTell[m.via] = m
+			}
+		}
+		checkedPaths += len(paths)
+	}
+	res.Evidence = append(res.Evidence, truncatedNote(h)...)
+	res.Evidence = append(res.Evidence, p.evidence(h.Ops)...)
+	res.Evidence = append(res.Evidence, limit(bad)...)
+	stats := fmt.Sprintf("%d sender→entity tell paths (per accepting region), %d accepted messages found in the logs", checkedPaths, checkedMsgs)
+	switch {
+	case len(violations) > 0:
+		res.Verdict = Invalid
+		res.Summary = fmt.Sprintf("%d messages processed out of send order; %s", len(violations), stats)
+		res.Evidence = append(res.Evidence, limit(violations)...)
+	case checkedMsgs == 0:
+		res.Verdict, res.Summary = Unknown, "nothing to check: no accepted message found in a read log"
+	case len(bad) > 0 || unread > 0:
+		res.Verdict = Unknown
+		res.Summary = fmt.Sprintf("no reordering found, but %d paths lead to logs never read and %d entries were unreadable; %s", unread, len(bad), stats)
+	default:
+		res.Verdict, res.Summary = Valid, "every sender's messages in send order; "+stats
+	}
+	return res
+}
+
+// posOr is e's position in the log, or -1 if it is not there (a lost
+// append constrains nothing here).
+func posOr(pos map[logEntry]int, e logEntry) int {
+	if at, ok := pos[e]; ok {
+		return at
+	}
+	return -1
+}
