@@ -3,8 +3,10 @@ package history
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -92,5 +94,40 @@ func TestBadHistories(t *testing.T) {
 	os.WriteFile(path, nil, 0o644)
 	if _, err := Create(path, "t", time.Now()); err == nil {
 		t.Error("Create overwrote an existing history")
+	}
+}
+
+func TestEventsRoundTrip(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "events.jsonl")
+	w, err := CreateEvents(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []NodeEvent{{Node: "n1", Lo: 1, Hi: 2, Seq: 1, Incarnation: "a", Type: "singleton-started", Singleton: "id-generator"},
+		{Node: "n2", Lo: 3, Hi: 9, Seq: 7, Incarnation: "b", Type: "shard-started", EntityType: "register", Shard: "4"}}
+	if err := w.Write(want...); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	got, err := ReadEventsFile(path)
+	if err != nil || !reflect.DeepEqual(got.Events, want) || got.Truncated {
+		t.Fatalf("got %+v %v, want %+v", got, err, want)
+	}
+	if _, err := ReadEventsFile(filepath.Join(t.TempDir(), "none")); !errors.Is(err, ErrNoEvents) {
+		t.Errorf("missing file: %v, want ErrNoEvents", err)
+	}
+	for name, text := range map[string]string{
+		"not events":     `{"format":"shardtest-history","version":1}` + "\n",
+		"bad window":     `{"format":"shardtest-node-events","version":1}` + "\n" + `{"node":"n1","lo":5,"hi":1}` + "\n",
+		"future version": `{"format":"shardtest-node-events","version":9}` + "\n",
+		"empty":          "",
+	} {
+		if _, err := ReadEvents(strings.NewReader(text)); err == nil {
+			t.Errorf("%s: read without error", name)
+		}
+	}
+	cut := `{"format":"shardtest-node-events","version":1}` + "\n" + `{"node":"n1","lo":1,"hi":2}` + "\n" + `{"node":"n1","l`
+	if got, err := ReadEvents(strings.NewReader(cut)); err != nil || !got.Truncated || len(got.Events) != 1 {
+		t.Errorf("cut-off file: %+v %v", got, err)
 	}
 }

@@ -40,8 +40,39 @@ func ReadFile(path string) (*File, error) {
 // Read reads a history. Every line must be a valid entry, except that a
 // cut-off last line (no newline) is tolerated and reported.
 func Read(r io.Reader) (*File, error) {
-	br := bufio.NewReaderSize(r, 1<<20)
 	h := &File{}
+	truncated, err := readLines(r, "history", func(line []byte) error {
+		if err := json.Unmarshal(line, &h.Header); err != nil || h.Header.Format != Format {
+			return fmt.Errorf("line 1 is not a %s header", Format)
+		}
+		if h.Header.Version != Version {
+			return fmt.Errorf("format version %d, this build reads %d", h.Header.Version, Version)
+		}
+		return nil
+	}, func(line []byte) error {
+		var op Op
+		if err := json.Unmarshal(line, &op); err != nil {
+			return err
+		}
+		if op.Index != int64(len(h.Ops)) {
+			return fmt.Errorf("index %d, want %d", op.Index, len(h.Ops))
+		}
+		h.Ops = append(h.Ops, op)
+		return nil
+	})
+	h.Truncated = truncated
+	if err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+// readLines reads a JSON-lines file: a header line, then entries. An
+// entry that does not decode is an error, unless it is a cut-off last line
+// (no newline: the writer stopped mid-line), which is left out and
+// reported as truncated.
+func readLines(r io.Reader, what string, header, entry func(line []byte) error) (truncated bool, err error) {
+	br := bufio.NewReaderSize(r, 1<<20)
 	first := true
 	for lineNo := 1; ; lineNo++ {
 		line, err := br.ReadBytes('\n')
@@ -49,40 +80,31 @@ func Read(r io.Reader) (*File, error) {
 			break
 		}
 		if err != nil && !errors.Is(err, io.EOF) {
-			return nil, fmt.Errorf("history: line %d: %w", lineNo, err)
+			return false, fmt.Errorf("%s: line %d: %w", what, lineNo, err)
 		}
 		complete := len(line) > 0 && line[len(line)-1] == '\n'
 		line = bytes.TrimSpace(line)
 		if first {
-			if err := json.Unmarshal(line, &h.Header); err != nil || h.Header.Format != Format {
-				return nil, fmt.Errorf("history: line 1 is not a %s header", Format)
-			}
-			if h.Header.Version != Version {
-				return nil, fmt.Errorf("history: format version %d, this build reads %d", h.Header.Version, Version)
+			if err := header(line); err != nil {
+				return false, fmt.Errorf("%s: %w", what, err)
 			}
 			first = false
 			continue
 		}
-		var op Op
-		if jerr := json.Unmarshal(line, &op); jerr != nil {
+		if err := entry(line); err != nil {
 			if !complete {
-				h.Truncated = true
-				break
+				return true, nil
 			}
-			return nil, fmt.Errorf("history: line %d: %w", lineNo, jerr)
+			return false, fmt.Errorf("%s: line %d: %w", what, lineNo, err)
 		}
-		if op.Index != int64(len(h.Ops)) {
-			return nil, fmt.Errorf("history: line %d: index %d, want %d", lineNo, op.Index, len(h.Ops))
-		}
-		h.Ops = append(h.Ops, op)
 		if !complete {
 			break
 		}
 	}
 	if first {
-		return nil, errors.New("history: empty file (no header)")
+		return false, fmt.Errorf("%s: empty file (no header)", what)
 	}
-	return h, nil
+	return false, nil
 }
 
 // Summarize counts the entries and the invocations left open. Each

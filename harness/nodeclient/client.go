@@ -144,6 +144,27 @@ type Event struct {
 	Peer        string    `json:"peer,omitempty"`
 	Singleton   string    `json:"singleton,omitempty"`
 	Detail      string    `json:"detail,omitempty"`
+
+	EntityType        string `json:"entity_type,omitempty"`
+	Shard             string `json:"shard,omitempty"`
+	Entity            string `json:"entity,omitempty"`
+	EntityIncarnation string `json:"entity_incarnation,omitempty"`
+}
+
+// EventsReply is GET /v1/events.
+type EventsReply struct {
+	ServedBy ServedBy `json:"served_by"`
+	Events   []Event  `json:"events"`
+	Last     uint64   `json:"last"`
+}
+
+// WaitEvents returns events after seq, waiting up to wait for one if
+// there is none yet (long poll).
+func (c *Client) WaitEvents(ctx context.Context, after uint64, limit int, wait time.Duration) (EventsReply, error) {
+	var r EventsReply
+	q := url.Values{"after": {strconv.FormatUint(after, 10)}, "limit": {strconv.Itoa(limit)}, "wait_ms": {strconv.FormatInt(wait.Milliseconds(), 10)}}
+	err := c.do(ctx, http.MethodGet, "/v1/events?"+q.Encode(), nil, &r)
+	return r, err
 }
 
 // Client talks to one node.

@@ -1,0 +1,161 @@
+package checker
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/shardtest/shardtest/harness/history"
+)
+
+// ev builds one node event; lo and hi are in milliseconds.
+func ev(node, inc string, seq uint64, typ string, lo, hi int64, key string) history.NodeEvent {
+	e := history.NodeEvent{Node: node, Incarnation: inc, Seq: seq, Type: typ, Lo: lo * 1e6, Hi: hi * 1e6}
+	switch {
+	case strings.HasPrefix(typ, "singleton"):
+		e.Singleton = key
+	case strings.HasPrefix(typ, "coordinator"):
+		e.EntityType = key
+	case strings.HasPrefix(typ, "shard"):
+		e.EntityType, e.Shard, _ = strings.Cut(key, "/")
+	}
+	return e
+}
+
+func writeEvents(t *testing.T, evs []history.NodeEvent, cut bool) string {
+	t.Helper()
+	dir := t.TempDir()
+	w, err := history.CreateEvents(filepath.Join(dir, "events.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Write(evs...); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if cut {
+		f, _ := os.OpenFile(filepath.Join(dir, "events.jsonl"), os.O_APPEND|os.O_WRONLY, 0)
+		f.WriteString(`{"node":"n1","lo":1,`)
+		f.Close()
+	}
+	return dir
+}
+
+func TestSingletonEvents(t *testing.T) {
+	const S = "id-generator"
+	tests := []struct {
+		name string
+		evs  []history.NodeEvent
+		cut  bool
+		want Verdict
+	}{
+		{"no events", nil, false, Unknown},
+		{"hand-over: stop before start", []history.NodeEvent{
+			ev("n1", "a", 1, "singleton-started", 0, 10, S),
+			ev("n1", "a", 2, "singleton-stopped", 100, 110, S),
+			ev("n2", "b", 1, "singleton-started", 105, 120, S),
+		}, false, Valid},
+		{"windows too wide to prove an overlap", []history.NodeEvent{
+			ev("n1", "a", 1, "singleton-started", 0, 10, S),
+			ev("n1", "a", 2, "singleton-stopped", 100, 200, S),
+			ev("n2", "b", 1, "singleton-started", 90, 150, S),
+		}, false, Valid},
+		{"two alive at once", []history.NodeEvent{
+			ev("n1", "a", 1, "singleton-started", 0, 10, S),
+			ev("n2", "b", 1, "singleton-started", 50, 60, S),
+			ev("n1", "a", 2, "singleton-stopped", 100, 110, S),
+		}, false, Invalid},
+		{"killed (no stop), later events of the member prove it alive", []history.NodeEvent{
+			ev("n1", "a", 1, "singleton-started", 0, 10, S),
+			ev("n2", "b", 1, "singleton-started", 50, 60, S),
+			ev("n1", "a", 2, "member-unreachable", 100, 110, ""),
+		}, false, Invalid},
+		{"killed (no stop, nothing later): no proof", []history.NodeEvent{
+			ev("n1", "a", 1, "singleton-started", 0, 10, S),
+			ev("n2", "b", 1, "singleton-started", 50, 60, S),
+		}, false, Valid},
+		{"downed: self-downed ends it", []history.NodeEvent{
+			ev("n1", "a", 1, "singleton-started", 0, 10, S),
+			ev("n1", "a", 2, "self-downed", 40, 45, ""),
+			ev("n2", "b", 1, "singleton-started", 50, 60, S),
+			ev("n1", "a", 3, "member-unreachable", 100, 110, ""),
+		}, false, Valid},
+		{"different singletons may overlap", []history.NodeEvent{
+			ev("n1", "a", 1, "singleton-started", 0, 10, S),
+			ev("n2", "b", 1, "singleton-started", 50, 60, "other"),
+			ev("n1", "a", 2, "singleton-stopped", 100, 110, S),
+		}, false, Valid},
+		{"two coordinators of one type", []history.NodeEvent{
+			ev("n1", "a", 1, "coordinator-started", 0, 10, "register"),
+			ev("n3", "c", 7, "coordinator-started", 20, 30, "register"),
+			ev("n1", "a", 2, "coordinator-stopped", 100, 110, "register"),
+		}, false, Invalid},
+		{"the same member restarts its instance", []history.NodeEvent{
+			ev("n1", "a", 1, "singleton-started", 0, 10, S),
+			ev("n1", "a", 2, "singleton-failed", 20, 30, S),
+			ev("n1", "a", 3, "singleton-started", 40, 50, S),
+			ev("n1", "a", 4, "member-up", 60, 70, ""),
+		}, false, Valid},
+		{"cut off: what is there is checked", []history.NodeEvent{
+			ev("n1", "a", 1, "singleton-started", 0, 10, S),
+			ev("n2", "b", 1, "singleton-started", 50, 60, S),
+			ev("n1", "a", 2, "singleton-stopped", 100, 110, S),
+		}, true, Invalid},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			if tt.evs != nil || tt.cut {
+				dir = writeEvents(t, tt.evs, tt.cut)
+			}
+			r := SingletonEvents{}.Check(context.Background(), nil, dir)
+			if r.Verdict != tt.want {
+				t.Fatalf("verdict %s, want %s: %s %v", r.Verdict, tt.want, r.Summary, r.Evidence)
+			}
+			if r.Verdict == Invalid && len(r.Evidence) == 0 {
+				t.Error("invalid without evidence")
+			}
+		})
+	}
+}
+
+func TestHandOffEvents(t *testing.T) {
+	tests := []struct {
+		name     string
+		evs      []history.NodeEvent
+		want     Verdict
+		contains string
+	}{
+		{"hand-off waits for the stop", []history.NodeEvent{
+			ev("n1", "a", 1, "shard-started", 0, 10, "register/7"),
+			ev("n1", "a", 2, "shard-stopped", 100, 110, "register/7"),
+			ev("n2", "b", 1, "shard-started", 120, 130, "register/7"),
+			ev("n2", "b", 2, "buffer-dropped", 140, 150, ""),
+		}, Valid, "1 buffered messages dropped"},
+		{"started before the old region stopped", []history.NodeEvent{
+			ev("n1", "a", 1, "shard-started", 0, 10, "register/7"),
+			ev("n2", "b", 1, "shard-started", 50, 60, "register/7"),
+			ev("n1", "a", 2, "shard-stopped", 100, 110, "register/7"),
+		}, Invalid, "shard register/7"},
+		{"different shards", []history.NodeEvent{
+			ev("n1", "a", 1, "shard-started", 0, 10, "register/7"),
+			ev("n2", "b", 1, "shard-started", 50, 60, "register/8"),
+			ev("n1", "a", 2, "shard-stopped", 100, 110, "register/7"),
+		}, Valid, "no region dropped"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := HandOff{}.Check(context.Background(), nil, writeEvents(t, tt.evs, false))
+			if r.Verdict != tt.want {
+				t.Fatalf("verdict %s, want %s: %s %v", r.Verdict, tt.want, r.Summary, r.Evidence)
+			}
+			if !strings.Contains(r.Summary+strings.Join(r.Evidence, " "), tt.contains) {
+				t.Errorf("result %q %v lacks %q", r.Summary, r.Evidence, tt.contains)
+			}
+		})
+	}
+}

@@ -1,0 +1,171 @@
+package history
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+)
+
+// EventsFormat names the node-events file (events.jsonl beside the
+// history): every event the nodes logged (GET /v1/events), as the harness
+// collected it during the run.
+const EventsFormat = "shardtest-node-events"
+
+// EventsHeader is the first line of a node-events file.
+type EventsHeader struct {
+	Format  string `json:"format"`
+	Version int    `json:"version"`
+}
+
+// NodeEvent is one node event with the window, on the harness's clock (the
+// history's), in which it certainly happened: after Lo (the harness asked
+// for newer events at Lo and this one was not yet there) and before Hi
+// (the harness had received it). Node clocks can be skewed; these windows
+// are what checkers order events by.
+type NodeEvent struct {
+	// Node is the node the harness polled.
+	Node string `json:"node"`
+	Lo   int64  `json:"lo"`
+	Hi   int64  `json:"hi"`
+	// The event as the node logged it (docs/protocol.md, Events).
+	Seq               uint64 `json:"seq"`
+	Incarnation       string `json:"incarnation"`
+	Type              string `json:"type"`
+	Member            string `json:"member,omitempty"`
+	Peer              string `json:"peer,omitempty"`
+	Singleton         string `json:"singleton,omitempty"`
+	EntityType        string `json:"entity_type,omitempty"`
+	Shard             string `json:"shard,omitempty"`
+	Entity            string `json:"entity,omitempty"`
+	EntityIncarnation string `json:"entity_incarnation,omitempty"`
+	Detail            string `json:"detail,omitempty"`
+}
+
+// EventsWriter appends node events to a file; safe for concurrent use.
+// Every Write reaches the operating system before it returns.
+type EventsWriter struct {
+	mu  sync.Mutex
+	f   *os.File
+	w   *bufio.Writer
+	err error
+}
+
+// CreateEvents creates a node-events file and writes its header.
+func CreateEvents(path string) (*EventsWriter, error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("node events: %w", err)
+	}
+	w := &EventsWriter{f: f, w: bufio.NewWriterSize(f, 64<<10)}
+	if err := w.line(EventsHeader{Format: EventsFormat, Version: Version}); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return w, nil
+}
+
+func (w *EventsWriter) line(v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("node events: encode: %w", err)
+	}
+	b = append(b, '\n')
+	if _, err := w.w.Write(b); err != nil {
+		w.err = err
+		return err
+	}
+	if err := w.w.Flush(); err != nil {
+		w.err = err
+		return err
+	}
+	return nil
+}
+
+// Write appends events.
+func (w *EventsWriter) Write(evs ...NodeEvent) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.err != nil {
+		return w.err
+	}
+	for _, e := range evs {
+		if err := w.line(e); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Close flushes and closes the file.
+func (w *EventsWriter) Close() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.f == nil {
+		return w.err
+	}
+	err := w.w.Flush()
+	if cerr := w.f.Close(); err == nil {
+		err = cerr
+	}
+	w.f = nil
+	return err
+}
+
+// Events is a node-events file read back.
+type Events struct {
+	Events []NodeEvent
+	// Truncated: the last line was cut off and left out.
+	Truncated bool
+}
+
+// ErrNoEvents: the run has no node-events file (an older run, or an
+// implementation without the events capability).
+var ErrNoEvents = errors.New("no node events were recorded")
+
+// ReadEventsFile reads a node-events file; a missing file is ErrNoEvents.
+func ReadEventsFile(path string) (*Events, error) {
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, ErrNoEvents
+	}
+	if err != nil {
+		return nil, fmt.Errorf("node events: %w", err)
+	}
+	defer f.Close()
+	return ReadEvents(f)
+}
+
+// ReadEvents reads node events; a cut-off last line is tolerated and
+// reported.
+func ReadEvents(r io.Reader) (*Events, error) {
+	out := &Events{}
+	truncated, err := readLines(r, "node events", func(line []byte) error {
+		var h EventsHeader
+		if err := json.Unmarshal(line, &h); err != nil || h.Format != EventsFormat {
+			return fmt.Errorf("line 1 is not a %s header", EventsFormat)
+		}
+		if h.Version != Version {
+			return fmt.Errorf("format version %d, this build reads %d", h.Version, Version)
+		}
+		return nil
+	}, func(line []byte) error {
+		var e NodeEvent
+		if err := json.Unmarshal(line, &e); err != nil {
+			return err
+		}
+		if e.Lo > e.Hi {
+			return fmt.Errorf("window lo %d after hi %d", e.Lo, e.Hi)
+		}
+		out.Events = append(out.Events, e)
+		return nil
+	})
+	out.Truncated = truncated
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
