@@ -77,11 +77,11 @@ func Combine(results []Result) Verdict {
 func ForWorkload(name string) []Checker {
 	switch name {
 	case "register":
-		return []Checker{Linearizable{}}
+		return []Checker{Linearizable{}, SingleInstance{}, HandOff{}, SingletonEvents{}, Availability{}}
 	case "idgen":
-		return []Checker{UniqueIDs{}}
+		return []Checker{UniqueIDs{}, SingleInstance{}, SingletonEvents{}, Availability{}}
 	case "append":
-		return []Checker{AppendLog{}}
+		return []Checker{AppendLog{}, SenderOrder{}, SingleInstance{}, HandOff{}, SingletonEvents{}, Availability{}}
 	}
 	return nil
 }

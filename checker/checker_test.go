@@ -1,6 +1,7 @@
 package checker
 
 import (
+	"slices"
 	"testing"
 )
 
@@ -30,16 +31,21 @@ func TestCombine(t *testing.T) {
 }
 
 func TestForWorkload(t *testing.T) {
-	if c := ForWorkload("register"); len(c) != 1 || c[0].Name() != "linearizable" {
-		t.Fatal(c)
-	}
-	if c := ForWorkload("idgen"); len(c) != 1 || c[0].Name() != "unique-ids" {
-		t.Fatal(c)
-	}
-	if c := ForWorkload("append"); len(c) != 1 || c[0].Name() != "append-log" {
-		t.Fatal(c)
-	}
-	if c := ForWorkload("bank"); c != nil {
-		t.Fatal(c)
+	for _, c := range []struct {
+		workload string
+		want     []string
+	}{
+		{"register", []string{"linearizable", "single-instance", "hand-off", "singleton-events", "availability"}},
+		{"idgen", []string{"unique-ids", "single-instance", "singleton-events", "availability"}},
+		{"append", []string{"append-log", "sender-order", "single-instance", "hand-off", "singleton-events", "availability"}},
+		{"bank", nil},
+	} {
+		var got []string
+		for _, ch := range ForWorkload(c.workload) {
+			got = append(got, ch.Name())
+		}
+		if !slices.Equal(got, c.want) {
+			t.Errorf("%s: got %v, want %v", c.workload, got, c.want)
+		}
 	}
 }

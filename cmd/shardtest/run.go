@@ -13,6 +13,7 @@ import (
 
 	"github.com/shardtest/shardtest/checker"
 	"github.com/shardtest/shardtest/harness/history"
+	"github.com/shardtest/shardtest/harness/report"
 	"github.com/shardtest/shardtest/harness/run"
 	"github.com/shardtest/shardtest/workloads"
 )
@@ -126,6 +127,7 @@ checker yet), 3 the test could not run; with --test-count, the worst.`,
 				if err != nil {
 					if res.Dir != "" {
 						fmt.Fprintf(cmd.OutOrStdout(), "results (incomplete): %s\n", res.Dir)
+						printReports(cmd.OutOrStdout(), res.Dir)
 					}
 					return &exitError{exitCannotRun, err}
 				}
@@ -134,6 +136,7 @@ checker yet), 3 the test could not run; with --test-count, the worst.`,
 					o.Name, to.Seed, s.Invocations, s.OK, s.Fail, s.Info, res.Verdict)
 				printChecks(cmd.OutOrStdout(), res.Checks)
 				fmt.Fprintf(cmd.OutOrStdout(), "results: %s\n", res.Dir)
+				printReports(cmd.OutOrStdout(), res.Dir)
 				worst = max(worst, exitFor(res.Verdict))
 				if keep {
 					fmt.Fprintf(cmd.OutOrStdout(), "cluster left running; remove it with: shardtest cleanup --run %s\n", t.Options.RunID)
@@ -209,13 +212,28 @@ func printChecks(w io.Writer, results []checker.Result) {
 	}
 }
 
+// printReports prints the paths of the run's report page and JUnit file,
+// those that were written.
+func printReports(w io.Writer, dir string) {
+	for _, f := range []struct{ label, name string }{{"report", report.IndexFile}, {"junit", report.JUnitFile}} {
+		p := filepath.Join(dir, f.name)
+		if _, err := os.Stat(p); err == nil {
+			fmt.Fprintf(w, "%s: %s\n", f.label, p)
+		}
+	}
+}
+
 func newCheckCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "check DIR",
 		Short: "Re-run the checkers on a stored run",
 		Long: `Re-run the workload's checkers on the history stored in DIR (a run folder,
 e.g. results/latest) and print the verdict with its evidence. The verdict and
-checks in DIR/results.json are not changed. Exit status as for run.`,
+checks in DIR/results.json are not changed, but the reports are rewritten from
+the new results: DIR/index.html (which then says it was re-checked) and
+DIR/junit.xml; the checkers' own files (visualizations) are written again too.
+A check interrupted with Ctrl-C leaves the reports as they were. Exit status
+as for run.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			dir := args[0]
@@ -241,6 +259,32 @@ checks in DIR/results.json are not changed. Exit status as for run.`,
 			verdict, results := run.Check(cmd.Context(), o.Workload, h, dir)
 			fmt.Fprintf(out, "verdict: %s\n", verdict)
 			printChecks(out, results)
+			if cmd.Context().Err() == nil {
+				// Interrupted checkers say unknown: that must not replace a
+				// report of what they found before.
+				in := report.Input{Test: o.Name, Started: h.Header.Started, Verdict: verdict, Checks: results,
+					Summary: s, History: h, Options: b, Rechecked: time.Now()}
+				if in.Test == "" {
+					in.Test = h.Header.Test
+				}
+				var prev run.Result
+				if rb, err := os.ReadFile(filepath.Join(dir, "results.json")); err == nil && json.Unmarshal(rb, &prev) == nil {
+					in.Started, in.Duration = prev.Started, prev.Duration
+				} else {
+					// A run that did not finish: it lasted at least until
+					// its last entry.
+					for _, op := range h.Ops {
+						in.Duration = max(in.Duration, time.Duration(op.Time))
+					}
+				}
+				// The verdict is the command's answer; a folder that cannot
+				// take the reports (read-only artifacts) does not change it.
+				if err := report.Write(dir, in); err != nil {
+					fmt.Fprintf(cmd.ErrOrStderr(), "the reports were not rewritten: %v\n", err)
+				} else {
+					printReports(out, dir)
+				}
+			}
 			if code := exitFor(verdict); code != exitValid {
 				return &exitError{code, fmt.Errorf("verdict: %s", verdict)}
 			}

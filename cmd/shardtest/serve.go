@@ -17,6 +17,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/shardtest/shardtest/harness/report"
 	"github.com/shardtest/shardtest/harness/results"
 )
 
@@ -27,8 +28,10 @@ func newServeCmd() *cobra.Command {
 		Short: "Serve the results store as web pages: every run, its verdict and its files",
 		Long: `Serve the results store read-only over HTTP. The index page lists every run,
 newest first (name, start time, verdict, ok/fail/info counts, seed, runtime,
-nodes, workload), with links to each run's files: test.json, results.json,
-history.jsonl and the node logs (.jsonl and .log are served as plain text).
+nodes, workload), with links to each run's report (index.html, written by
+run and rewritten by check: the verdict links to it) and to its files:
+test.json, results.json, junit.xml, history.jsonl and the node logs (.jsonl
+and .log are served as plain text). The verdict shown is results.json's.
 The page needs no JavaScript and no external assets, so it works offline.
 The listing is re-read on every request; runs still in progress or whose
 harness was killed show as "incomplete".
@@ -164,8 +167,11 @@ func hasDotDot(p string) bool {
 
 type indexRow struct {
 	results.Run
-	Date      string
-	Link      string
+	Date string
+	Link string
+	// Report links the run's index.html; empty when it has none (older
+	// runs, runs that did not finish).
+	Report    string
 	FileLinks []fileLink
 }
 
@@ -182,6 +188,12 @@ func serveIndex(w http.ResponseWriter, dir string) {
 		rows[i] = indexRow{Run: r, Date: r.Started.UTC().Format("2006-01-02 15:04:05 UTC"), Link: fileHref(r.RelDir) + "/"}
 		for _, f := range r.Files {
 			rows[i].FileLinks = append(rows[i].FileLinks, fileLink{Name: f, Href: fileHref(r.RelDir + "/" + f)})
+			if f == report.IndexFile {
+				// The file server answers a folder with its index.html
+				// (and redirects index.html to the folder), so the page's
+				// relative links resolve inside the run folder.
+				rows[i].Report = rows[i].Link
+			}
 		}
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
@@ -218,6 +230,8 @@ td.n { text-align: right; }
 .v-incomplete, .v-unreadable { background: #e4e4e4; color: #444; }
 .err { color: #7a0505; font-size: .9em; }
 .files a { margin-right: .6em; }
+a.verdict { text-decoration: none; }
+a.report { font-size: .9em; }
 </style>
 </head>
 <body>
@@ -230,7 +244,7 @@ td.n { text-align: right; }
 <tr>
 <td><a href="{{.Link}}">{{.Name}}</a></td>
 <td>{{.Date}}</td>
-<td><span class="verdict v-{{.Verdict}}">{{.Verdict}}</span>{{if .Error}}<div class="err">{{.Error}}</div>{{end}}</td>
+<td>{{if .Report}}<a class="verdict v-{{.Verdict}}" href="{{.Report}}">{{.Verdict}}</a> <a class="report" href="{{.Report}}">report</a>{{else}}<span class="verdict v-{{.Verdict}}">{{.Verdict}}</span>{{end}}{{if .Error}}<div class="err">{{.Error}}</div>{{end}}</td>
 <td class="n">{{.Summary.OK}}</td>
 <td class="n">{{.Summary.Fail}}</td>
 <td class="n">{{.Summary.Info}}</td>

@@ -8,9 +8,13 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/shardtest/shardtest/checker"
+	"github.com/shardtest/shardtest/harness/report"
 )
 
 func writeFile(t *testing.T, p, content string) {
@@ -34,6 +38,13 @@ func resultsTree(t *testing.T) string {
 	writeFile(t, filepath.Join(good, "results.json"), `{"test":"register","started":"2026-11-29T20:15:36.132Z","summary":{"Invocations":9,"OK":6,"Fail":2,"Info":1},"verdict":"unchecked"}`)
 	writeFile(t, filepath.Join(good, "history.jsonl"), `{"kind":"phase"}`+"\n")
 	writeFile(t, filepath.Join(good, "n1.log"), "node n1 started\n")
+	writeFile(t, filepath.Join(good, "linearizability", "register-r1.html"), "<p>porcupine</p>")
+	in := report.Input{Test: "register", Verdict: checker.Unknown, Options: []byte(`{"name":"register","seed":4242}`),
+		Checks: []checker.Result{{Checker: "linearizable", Verdict: checker.Unknown, Summary: "<b>undecided</b>",
+			Files: []string{"linearizability/register-r1.html"}}}}
+	if err := report.Write(good, in); err != nil {
+		t.Fatal(err)
+	}
 	killed := filepath.Join(root, "idgen", "20261129T201954.118Z")
 	writeFile(t, filepath.Join(killed, "test.json"), `{"name":"idgen","runtime":"docker","workload":"idgen","nodes":5,"seed":77}`)
 	writeFile(t, filepath.Join(base, "secret.txt"), "SECRET")
@@ -85,6 +96,41 @@ func TestServeHandler(t *testing.T) {
 		// Newest first: the killed idgen run started later.
 		if strings.Index(body, "idgen") > strings.Index(body, "/files/register/") {
 			t.Error("runs are not newest first")
+		}
+	})
+
+	t.Run("runs link their report", func(t *testing.T) {
+		body := get(t, h, "/").Body.String()
+		const page = "/files/register/20261129T201536.132Z/"
+		for _, want := range []string{
+			`<a class="verdict v-unchecked" href="` + page + `">unchecked</a>`, // results.json's verdict
+			`<a class="report" href="` + page + `">report</a>`,
+			`href="/files/register/20261129T201536.132Z/junit.xml"`,
+		} {
+			if !strings.Contains(body, want) {
+				t.Errorf("index lacks %q", want)
+			}
+		}
+		if strings.Count(body, `class="report"`) != 1 {
+			t.Error("a run without index.html links a report")
+		}
+		// The report is served as a page whose relative links resolve
+		// inside the run folder.
+		rec := get(t, h, page)
+		if rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), "&lt;b&gt;undecided&lt;/b&gt;") {
+			t.Fatalf("GET %s: %d %.200q", page, rec.Code, rec.Body.String())
+		}
+		if ct := rec.Header().Get("Content-Type"); !strings.HasPrefix(ct, "text/html") {
+			t.Errorf("report Content-Type %q", ct)
+		}
+		links := regexp.MustCompile(`href="\./([^"]+)"`).FindAllStringSubmatch(rec.Body.String(), -1)
+		if len(links) < 4 {
+			t.Fatalf("report has %d relative links", len(links))
+		}
+		for _, m := range links {
+			if rec := get(t, h, page+m[1]); rec.Code != http.StatusOK {
+				t.Errorf("report link %s: status %d", m[1], rec.Code)
+			}
 		}
 	})
 

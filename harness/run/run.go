@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -20,6 +21,7 @@ import (
 	"github.com/shardtest/shardtest/checker"
 	"github.com/shardtest/shardtest/harness/history"
 	"github.com/shardtest/shardtest/harness/nodeclient"
+	"github.com/shardtest/shardtest/harness/report"
 	"github.com/shardtest/shardtest/nemesis"
 	"github.com/shardtest/shardtest/workloads"
 )
@@ -175,7 +177,10 @@ func (t *Test) Run(ctx context.Context, resultsRoot string) (Result, error) {
 	if err != nil {
 		return res, fmt.Errorf("start cluster: %w", err)
 	}
-	defer func() {
+	// The cluster stops (and its logs land in dir) before the checkers
+	// run, so they have the machine to themselves and the report links
+	// every log.
+	stopCluster := sync.OnceFunc(func() {
 		if t.Keep && ctx.Err() == nil {
 			t.Log.Info("leaving the cluster running (--keep)", "run", o.RunID)
 			return
@@ -185,7 +190,8 @@ func (t *Test) Run(ctx context.Context, resultsRoot string) (Result, error) {
 		if err := cl.Stop(sctx, dir); err != nil {
 			t.Log.Warn("stopping the cluster", "err", err)
 		}
-	}()
+	})
+	defer stopCluster()
 	if im, ok := cl.(interface{ Image() string }); ok {
 		// Now that it is known, record the image the nodes run from.
 		o.NodeImage = im.Image()
@@ -205,6 +211,15 @@ func (t *Test) Run(ctx context.Context, resultsRoot string) (Result, error) {
 	nem, err := t.nemesis(cl, caps, hw)
 	if err != nil {
 		return res, err
+	}
+	stopEvents := func() {}
+	if slices.Contains(caps.Capabilities, "events") {
+		stop, err := t.recordEvents(ctx, dir, cl, hw)
+		if err != nil {
+			return res, err
+		}
+		stopEvents = sync.OnceFunc(stop)
+		defer stopEvents()
 	}
 
 	phase("main")
@@ -228,6 +243,8 @@ func (t *Test) Run(ctx context.Context, resultsRoot string) (Result, error) {
 		phase("final")
 		t.final(ctx, hw, nodes, clients, touched)
 	}
+	stopEvents() // every event the nodes logged by now is in events.jsonl
+	stopCluster()
 	if err := hw.Close(); err != nil {
 		return res, err
 	}
@@ -240,6 +257,13 @@ func (t *Test) Run(ctx context.Context, resultsRoot string) (Result, error) {
 	res.Duration = time.Since(start)
 	if err := writeJSON(filepath.Join(dir, "results.json"), res); err != nil {
 		return res, err
+	}
+	// The reports are for people and CI; results.json holds the verdict,
+	// so a report that cannot be written is logged, not a failed run.
+	optJSON, _ := json.Marshal(o) // just written as test.json: it encodes
+	if err := report.Write(dir, report.Input{Test: res.Test, Started: res.Started, Duration: res.Duration,
+		Verdict: res.Verdict, Checks: res.Checks, Summary: res.Summary, History: h, Options: optJSON}); err != nil {
+		t.Log.Warn("writing the report", "err", err)
 	}
 	if ctx.Err() != nil {
 		return res, fmt.Errorf("interrupted: %w", ctx.Err())
@@ -449,6 +473,41 @@ func (t *Test) nemesis(cl Cluster, caps nodeclient.Capabilities, hw *history.Wri
 	}
 	t.Log.Info("nemesis", "faults", nemesis.Names(r.Faults), "interval", t.Options.NemesisInterval)
 	return r, nil
+}
+
+// recordEvents collects every node's events into events.jsonl until the
+// returned stop is called (after the final phase).
+func (t *Test) recordEvents(ctx context.Context, dir string, cl Cluster, hw *history.Writer) (stop func(), err error) {
+	ew, err := history.CreateEvents(filepath.Join(dir, "events.jsonl"))
+	if err != nil {
+		return nil, err
+	}
+	nodes := cl.Nodes
+	if nc, ok := cl.(interface{ Nemesis() nemesis.Cluster }); ok {
+		// Nodes the nemesis adds are followed too.
+		nodes = func() []Node {
+			var out []Node
+			for _, n := range nc.Nemesis().Nodes() {
+				out = append(out, Node{Name: n.Name, HTTPAddr: n.HTTPAddr})
+			}
+			return out
+		}
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		collectEvents(cctx, ew, hw.Now, nodes, func(node string, err error) {
+			t.Log.Debug("reading node events", "node", node, "err", err)
+		})
+	}()
+	return func() {
+		cancel()
+		<-done
+		if err := ew.Close(); err != nil {
+			t.Log.Warn("closing events.jsonl", "err", err)
+		}
+	}, nil
 }
 
 // nemesisValue is a nemesis entry's value in the history.

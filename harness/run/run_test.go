@@ -76,7 +76,7 @@ func TestRunLocal(t *testing.T) {
 			if h.Truncated || s.Open != 0 || s.OK == 0 || s.OK+s.Fail+s.Info != s.Invocations {
 				t.Fatalf("history incomplete: %+v truncated=%v", s, h.Truncated)
 			}
-			for _, f := range []string{"test.json", "results.json", "n1.log", "journal.log"} {
+			for _, f := range []string{"test.json", "results.json", "events.jsonl", "n1.log", "journal.log", "index.html", "junit.xml"} {
 				if _, err := os.Stat(filepath.Join(res.Dir, f)); err != nil {
 					t.Errorf("missing %s: %v", f, err)
 				}

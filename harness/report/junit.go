@@ -1,0 +1,207 @@
+package report
+
+import (
+	"encoding/xml"
+	"fmt"
+	"io"
+	"path"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/shardtest/shardtest/checker"
+)
+
+// Run is one run for a JUnit file: its folder and what it found.
+type Run struct {
+	// Dir is the run folder, as the harness names it (a property of the
+	// suite and the path of its report, for people reading the CI log).
+	Dir string
+	Input
+}
+
+// How a checker's verdict shows in JUnit:
+//
+//   - valid: a passed testcase;
+//   - invalid: <failure message=summary type="invalid">, the evidence as
+//     its text: the property was violated;
+//   - unknown: <error message=summary type="unknown">, the evidence as its
+//     text. Not <skipped>: Jenkins does not mark a build unstable for
+//     skipped tests, and GitHub Actions reporters (dorny/test-reporter,
+//     action-junit-report) and GitLab show skips as neutral, so a checker
+//     that timed out or could not read the values would look harmless,
+//     while `shardtest run` exits 2 for it. All three count an <error> as
+//     not passed and show it apart from failures ("could not decide", not
+//     "found a violation"), which is what unknown means;
+//   - a run with no checker at all: one testcase "checkers" with
+//     <skipped>: nothing was checked, which is a known gap of the workload
+//     rather than a checker that could not decide; the exit status still
+//     says unknown.
+type (
+	junitSuites struct {
+		XMLName  xml.Name     `xml:"testsuites"`
+		Name     string       `xml:"name,attr"`
+		Tests    int          `xml:"tests,attr"`
+		Failures int          `xml:"failures,attr"`
+		Errors   int          `xml:"errors,attr"`
+		Skipped  int          `xml:"skipped,attr"`
+		Time     string       `xml:"time,attr"`
+		Suites   []junitSuite `xml:"testsuite"`
+	}
+	junitSuite struct {
+		XMLName   xml.Name       `xml:"testsuite"`
+		Name      string         `xml:"name,attr"`
+		Tests     int            `xml:"tests,attr"`
+		Failures  int            `xml:"failures,attr"`
+		Errors    int            `xml:"errors,attr"`
+		Skipped   int            `xml:"skipped,attr"`
+		Time      string         `xml:"time,attr"`
+		Timestamp string         `xml:"timestamp,attr,omitempty"`
+		Props     *junitProps    `xml:"properties,omitempty"`
+		Cases     []junitCase    `xml:"testcase"`
+		SystemOut *junitCharData `xml:"system-out,omitempty"`
+		// duration is summed into the root's time.
+		duration time.Duration
+	}
+	junitProps struct {
+		Props []junitProp `xml:"property"`
+	}
+	junitProp struct {
+		Name  string `xml:"name,attr"`
+		Value string `xml:"value,attr"`
+	}
+	junitCase struct {
+		Name      string         `xml:"name,attr"`
+		Classname string         `xml:"classname,attr"`
+		Failure   *junitProblem  `xml:"failure,omitempty"`
+		Error     *junitProblem  `xml:"error,omitempty"`
+		Skipped   *junitProblem  `xml:"skipped,omitempty"`
+		SystemOut *junitCharData `xml:"system-out,omitempty"`
+	}
+	junitProblem struct {
+		Message string `xml:"message,attr"`
+		Type    string `xml:"type,attr,omitempty"`
+		Text    string `xml:",chardata"`
+	}
+	junitCharData struct {
+		Text string `xml:",chardata"`
+	}
+)
+
+// WriteJUnitSuite writes one run as a JUnit file whose root is its
+// <testsuite> (what junit.xml in a run folder holds).
+func WriteJUnitSuite(w io.Writer, r Run) error {
+	return writeXML(w, suiteOf(r))
+}
+
+// WriteJUnit writes several runs as one JUnit file: a <testsuites> root
+// with one <testsuite> per run, in the order given, for a CI job that runs
+// many tests and wants one report.
+func WriteJUnit(w io.Writer, runs []Run) error {
+	root := junitSuites{Name: "shardtest"}
+	var total time.Duration
+	for _, r := range runs {
+		s := suiteOf(r)
+		root.Tests += s.Tests
+		root.Failures += s.Failures
+		root.Errors += s.Errors
+		root.Skipped += s.Skipped
+		total += s.duration
+		root.Suites = append(root.Suites, s)
+	}
+	root.Time = seconds(total)
+	return writeXML(w, root)
+}
+
+func writeXML(w io.Writer, v any) error {
+	if _, err := io.WriteString(w, xml.Header); err != nil {
+		return fmt.Errorf("junit: %w", err)
+	}
+	enc := xml.NewEncoder(w)
+	enc.Indent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		return fmt.Errorf("junit: %w", err)
+	}
+	if _, err := io.WriteString(w, "\n"); err != nil {
+		return fmt.Errorf("junit: %w", err)
+	}
+	return nil
+}
+
+// suiteOf is a run's testsuite.
+func suiteOf(r Run) junitSuite {
+	name := r.Test
+	if name == "" {
+		name = "shardtest"
+	}
+	// Jenkins and GitLab identify a test by classname and name across
+	// builds: both stay the same from run to run (no seed, no time).
+	// Testcases carry no time: checkers do not say how long they took,
+	// and a made-up 0 would read as a measurement.
+	class := "shardtest." + name
+	s := junitSuite{Name: name, Time: seconds(r.Duration), duration: max(r.Duration, 0)}
+	if !r.Started.IsZero() {
+		// The schema's timestamp is ISO 8601 without a zone; it is UTC.
+		s.Timestamp = r.Started.UTC().Format("2006-01-02T15:04:05")
+	}
+	props := []junitProp{{"verdict", string(r.Verdict)}}
+	if r.Dir != "" {
+		props = append(props, junitProp{"dir", r.Dir})
+	}
+	if !r.Rechecked.IsZero() {
+		props = append(props, junitProp{"rechecked", r.Rechecked.UTC().Format(time.RFC3339)})
+	}
+	for _, o := range options(r.Options).rows {
+		if !o.Scalar {
+			continue // lists and objects do not fit a property
+		}
+		props = append(props, junitProp{o.Key, o.Value})
+	}
+	s.Props = &junitProps{props}
+	if r.Dir != "" {
+		s.SystemOut = &junitCharData{"report: " + filepath.Join(r.Dir, IndexFile)}
+	}
+	if len(r.Checks) == 0 {
+		s.Cases = append(s.Cases, junitCase{Name: "checkers", Classname: class,
+			Skipped: &junitProblem{Message: "no checker for this workload yet: verdict unknown"}})
+		s.Tests, s.Skipped = 1, 1
+		return s
+	}
+	for _, c := range r.Checks {
+		tc := junitCase{Name: c.Checker, Classname: class}
+		if tc.Name == "" {
+			tc.Name = "checker"
+		}
+		text := strings.Join(c.Evidence, "\n")
+		switch c.Verdict {
+		case checker.Valid:
+		case checker.Invalid:
+			tc.Failure = &junitProblem{Message: c.Summary, Type: string(checker.Invalid), Text: text}
+			s.Failures++
+		case checker.Unknown:
+			tc.Error = &junitProblem{Message: c.Summary, Type: string(checker.Unknown), Text: text}
+			s.Errors++
+		default:
+			// A verdict this package does not know is not a pass either.
+			tc.Error = &junitProblem{Message: c.Summary, Type: "verdict " + string(c.Verdict), Text: text}
+			s.Errors++
+		}
+		out := c.Summary
+		for _, f := range c.Files {
+			out += "\nfile: " + path.Join(filepath.ToSlash(r.Dir), f)
+		}
+		if out != "" {
+			tc.SystemOut = &junitCharData{out}
+		}
+		s.Cases = append(s.Cases, tc)
+		s.Tests++
+	}
+	return s
+}
+
+// seconds formats d as JUnit wants time attributes: seconds, with
+// milliseconds.
+func seconds(d time.Duration) string {
+	return strconv.FormatFloat(max(d, 0).Seconds(), 'f', 3, 64)
+}
