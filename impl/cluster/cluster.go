@@ -60,6 +60,11 @@ type Config struct {
 	FailureTimeout    time.Duration // default 2s
 	RejoinInterval    time.Duration // default 2s
 	SeedTimeout       time.Duration // default 3s
+	// JoinOnly: never bootstrap a new cluster, even as the first seed;
+	// wait until some seed answers. A member that was downed belongs to a
+	// cluster that still exists (the one that downed it): if it formed a
+	// new one while cut off, that island would run its own singletons.
+	JoinOnly bool
 	// MaxGone bounds how many down/removed members are remembered.
 	MaxGone int // default 1000
 
@@ -394,7 +399,7 @@ func (c *Cluster) shutdownMemberlist() {
 }
 
 // join contacts the seeds until one answers; the first seed bootstraps a
-// new cluster if none does within SeedTimeout.
+// new cluster if none does within SeedTimeout (unless JoinOnly).
 func (c *Cluster) join(ctx context.Context) error {
 	self := c.Self()
 	var others []string
@@ -403,7 +408,7 @@ func (c *Cluster) join(ctx context.Context) error {
 			others = append(others, s)
 		}
 	}
-	first := len(c.cfg.Seeds) == 0 || c.cfg.Seeds[0] == self.GossipAddr
+	first := (len(c.cfg.Seeds) == 0 || c.cfg.Seeds[0] == self.GossipAddr) && !c.cfg.JoinOnly
 	start := c.cfg.Clock.Now()
 	for {
 		if len(others) > 0 {

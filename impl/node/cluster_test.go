@@ -581,6 +581,40 @@ func TestPartitionKeepMajority(t *testing.T) {
 	assertNoOverlap(t, tc.singletonIntervals(tc.logs()))
 }
 
+// A first seed downed while cut off restarts in process, but must not
+// bootstrap an island of its own while the partition lasts: the cluster
+// that downed it still exists. (Found by the harness's singleton-events
+// checker: the island ran a second singleton until the heal.)
+func TestDownedFirstSeedDoesNotFormAnIsland(t *testing.T) {
+	tc := newTestCluster(t, 3, func(c *Config) { c.OnDowned = OnDownedRestart })
+	tc.agreedOldest(tc.nodes, 3)
+	n1, n2, n3 := tc.nodes[0], tc.nodes[1], tc.nodes[2]
+	next := tc.successor()
+	tc.partition([]*testNode{n1}, []*testNode{n2, n3})
+	eventually(t, 20*time.Second, func() error {
+		if n1.n.Status().Incarnations < 2 {
+			return errors.New("n1 has not restarted as a new incarnation yet")
+		}
+		return nil
+	})
+	// Well past the seed timeout, still cut off: one singleton, on the
+	// majority side; n1 is still joining.
+	for deadline := time.Now().Add(30 * fastConfig().SeedTimeout); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if st := n1.n.Status(); st.Ready {
+			t.Fatalf("n1, cut off after being downed, is %s and ready: it formed a cluster of its own (singletons on %v)", st.Self.Status, tc.runningSingletons())
+		}
+	}
+	if r := tc.runningSingletons(); len(r) != 1 || r[0] != next.name {
+		t.Fatalf("while n1 is cut off, the singleton runs on %v, want [%s] only", r, next.name)
+	}
+	tc.heal()
+	tc.agreedOldest(tc.nodes, 3)
+	if r := tc.runningSingletons(); len(r) != 1 || r[0] != next.name {
+		t.Fatalf("after heal the singleton runs on %v, want [%s]", r, next.name)
+	}
+	assertNoOverlap(t, tc.singletonIntervals(tc.logs()))
+}
+
 // An asymmetric cut makes two members indirectly connected: n1 reaches
 // both, but packets from b to c are lost. The resolver downs both b and c
 // (as Akka's does); c, which on its own would have judged b unreachable and

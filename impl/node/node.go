@@ -321,6 +321,9 @@ const (
 
 func (n *Node) newIncarnation() (*incarnation, error) {
 	cfg := n.cfg
+	n.mu.Lock()
+	restarted := n.incarnations > 0
+	n.mu.Unlock()
 	cl, err := cluster.New(cluster.Config{
 		Name:              cfg.Name,
 		Roles:             cfg.Roles,
@@ -335,10 +338,15 @@ func (n *Node) newIncarnation() (*incarnation, error) {
 		FailureTimeout:    cfg.FailureTimeout,
 		RejoinInterval:    cfg.RejoinInterval,
 		SeedTimeout:       cfg.SeedTimeout,
-		Clock:             cfg.Clock,
-		Events:            n.events,
-		Logger:            n.log,
-		Filter:            n.filter,
+		// After being downed, rejoin the cluster that downed this member;
+		// never start an island of its own (found by the singleton-events
+		// checker: a first seed cut off by a partition came back as a
+		// one-node cluster with its own singletons).
+		JoinOnly: restarted,
+		Clock:    cfg.Clock,
+		Events:   n.events,
+		Logger:   n.log,
+		Filter:   n.filter,
 	})
 	if err != nil {
 		return nil, err
