@@ -3,6 +3,9 @@ package checker
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -71,4 +74,92 @@ func BenchmarkSingleInstance(b *testing.B) {
 // BenchmarkAvailability: simBenchRun, without writing the chart.
 func BenchmarkAvailability(b *testing.B) {
 	benchCheck(b, Availability{}, simBenchRun())
+}
+
+// simAppend: about 1,000,000 entries of 20 senders over 1,000 logs: each
+// sender appends or tells {client, seq} through one of three nodes, every
+// message lands in its log in send order, and a final read of every log.
+func simAppend(clients, logs, invocations int) *history.File {
+	b := &hb{}
+	entries := make([][]string, logs)
+	seq := make([]int, clients)
+	t := int64(0)
+	for i := 0; i < invocations; i++ {
+		p := i % clients
+		l := (i * 7919) % logs
+		seq[p]++
+		f := "append"
+		if i%3 == 0 {
+			f = "tell"
+		}
+		entry := fmt.Sprintf(`{"client":"w%d","seq":%d}`, p, seq[p])
+		ent := fmt.Sprintf("log/l%d", l)
+		t += 10
+		b.inv(t, p, f, ent, entry)
+		entries[l] = append(entries[l], entry)
+		t += 10
+		b.ok(t, p, `{"length":1}`)
+		node := fmt.Sprintf("n%d", i%3+1)
+		b.ops[len(b.ops)-1].Reply = &history.Reply{Node: node, Incarnation: "i" + node}
+	}
+	for l := range logs {
+		t += 10
+		b.inv(t, clients, "read", fmt.Sprintf("log/l%d", l), "")
+		t += 10
+		b.ok(t, clients, `{"entries":[`+strings.Join(entries[l], ",")+`]}`)
+	}
+	return b.file()
+}
+
+// BenchmarkSenderOrder: simAppend, 500,000 messages.
+func BenchmarkSenderOrder(b *testing.B) {
+	benchCheck(b, SenderOrder{}, simAppend(20, 1000, 500_000))
+}
+
+// BenchmarkAppendLog: simAppend, 500,000 messages.
+func BenchmarkAppendLog(b *testing.B) {
+	benchCheck(b, AppendLog{}, simAppend(20, 1000, 500_000))
+}
+
+// BenchmarkNodeEvents: 1,000,000 node events (1,000 shards of one entity
+// type, each handed between 3 nodes 500 times), checked by hand-off and singleton-events, against
+// decoding the events file.
+func BenchmarkNodeEvents(b *testing.B) {
+	var evs []history.NodeEvent
+	t := int64(0)
+	for round := 0; len(evs) < 1_000_000; round++ {
+		for s := range 1000 {
+			node := fmt.Sprintf("n%d", (round+s)%3+1)
+			t += 1000
+			evs = append(evs, history.NodeEvent{Node: node, Incarnation: node, Seq: uint64(len(evs) + 1), Type: "shard-started", EntityType: "register", Shard: fmt.Sprint(s), Lo: t, Hi: t + 10})
+			t += 1000
+			evs = append(evs, history.NodeEvent{Node: node, Incarnation: node, Seq: uint64(len(evs) + 1), Type: "shard-stopped", EntityType: "register", Shard: fmt.Sprint(s), Lo: t, Hi: t + 10})
+		}
+	}
+	dir := b.TempDir()
+	w, err := history.CreateEvents(filepath.Join(dir, "events.jsonl"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	w.Write(evs...)
+	w.Close()
+	start := time.Now()
+	if _, err := history.ReadEventsFile(filepath.Join(dir, "events.jsonl")); err != nil {
+		b.Fatal(err)
+	}
+	dec := time.Since(start)
+	for _, c := range []Checker{HandOff{}, SingletonEvents{}} {
+		b.Run(c.Name(), func(b *testing.B) {
+			var r Result
+			for range b.N {
+				r = c.Check(context.Background(), nil, dir)
+			}
+			if r.Verdict == Invalid {
+				b.Fatalf("%s: %s", r.Verdict, r.Summary)
+			}
+			per := float64(b.Elapsed().Nanoseconds()) / float64(b.N)
+			b.ReportMetric(float64(len(evs)), "events")
+			b.ReportMetric(per/float64(dec.Nanoseconds()), "x-decode")
+		})
+	}
 }

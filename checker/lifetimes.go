@@ -191,7 +191,7 @@ func checkLifetimes(ctx context.Context, dir, name string, kinds []lifeKind, ext
 			}
 		}
 		counted[k.what] = len(lives)
-		// Per key, every pair of lives on different members.
+		// Per key, the lives on different members that overlap.
 		sort.Slice(lives, func(i, j int) bool {
 			if lives[i].key != lives[j].key {
 				return lives[i].key < lives[j].key
@@ -207,17 +207,11 @@ func checkLifetimes(ctx context.Context, dir, name string, kinds []lifeKind, ext
 			for j < len(lives) && lives[j].key == lives[i].key {
 				j++
 			}
-			for x := i; x < j; x++ {
-				for y := x + 1; y < j; y++ {
-					a, b := &lives[x], &lives[y]
-					if a.member == b.member {
-						continue
-					}
-					if at, ok := overlap(a, b); ok {
-						violations = append(violations, fmt.Sprintf("%s %s: two instances alive at once (at %.3f s at the latest): %s; and %s",
-							k.what, a.key, nsToSecs(at), a, b))
-					}
-				}
+			for _, pr := range overlaps(lives[i:j]) {
+				a, b := pr[0], pr[1]
+				at, _ := overlap(a, b)
+				violations = append(violations, fmt.Sprintf("%s %s: two instances alive at once (at %.3f s at the latest): %s; and %s",
+					k.what, a.key, nsToSecs(at), a, b))
 			}
 			i = j
 		}
@@ -262,4 +256,73 @@ func overlap(a, b *life) (int64, bool) {
 		return a.start.Hi, b.start.Hi < a.start.Lo && a.start.Hi < b.to
 	}
 	return 0, false
+}
+
+// top2 keeps the two lives with the latest proven end, on different
+// members: whatever member asks, one of them is from another member.
+type top2 struct{ first, second *life }
+
+func (t *top2) add(l *life) {
+	switch {
+	case t.first == nil || l.to > t.first.to:
+		if t.first != nil && t.first.member != l.member {
+			t.second = t.first
+		}
+		t.first = l
+	case l.member != t.first.member && (t.second == nil || l.to > t.second.to):
+		t.second = l
+	}
+}
+
+// other returns the kept life with the latest end not on member.
+func (t *top2) other(member string) *life {
+	if t.first != nil && t.first.member != member {
+		return t.first
+	}
+	return t.second
+}
+
+// overlaps finds, among one key's lives, for each life one earlier-starting
+// life of another member it provably overlaps (see overlap), in O(n log n):
+// a sweep by start keeping the two latest-ending lives of distinct members.
+func overlaps(lives []life) [][2]*life {
+	var long, short []*life
+	for i := range lives {
+		l := &lives[i]
+		if l.to > l.start.Hi {
+			long = append(long, l)
+		} else {
+			short = append(short, l)
+		}
+	}
+	sort.Slice(long, func(i, j int) bool { return long[i].start.Hi < long[j].start.Hi })
+	sort.Slice(short, func(i, j int) bool { return short[i].start.Lo < short[j].start.Lo })
+	var out [][2]*life
+	// Two proven stretches: the later-starting one begins before the
+	// other ends.
+	var seen top2
+	for _, l := range long {
+		if o := seen.other(l.member); o != nil {
+			if _, ok := overlap(o, l); ok {
+				out = append(out, [2]*life{o, l})
+			}
+		}
+		seen.add(l)
+	}
+	// A life proven only at its start: a stretch of another member that
+	// began before that start window and ends after it.
+	seen = top2{}
+	k := 0
+	for _, l := range short {
+		for k < len(long) && long[k].start.Hi < l.start.Lo {
+			seen.add(long[k])
+			k++
+		}
+		if o := seen.other(l.member); o != nil {
+			if _, ok := overlap(o, l); ok {
+				out = append(out, [2]*life{o, l})
+			}
+		}
+	}
+	return out
 }

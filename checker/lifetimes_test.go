@@ -2,6 +2,8 @@ package checker
 
 import (
 	"context"
+	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -157,5 +159,41 @@ func TestHandOffEvents(t *testing.T) {
 				t.Errorf("result %q %v lacks %q", r.Summary, r.Evidence, tt.contains)
 			}
 		})
+	}
+}
+
+// The sweep finds an overlap exactly when some pair of lives on different
+// members overlaps, and every pair it reports does.
+func TestOverlapsAgainstBruteForce(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 5))
+	for round := range 3000 {
+		n := 1 + rng.IntN(8)
+		lives := make([]life, n)
+		for i := range lives {
+			lo := rng.Int64N(100)
+			hi := lo + rng.Int64N(10)
+			to := hi - 5 + rng.Int64N(40)
+			lives[i] = life{key: "k", member: fmt.Sprint("m", rng.IntN(3)), to: to,
+				start: &history.NodeEvent{Lo: lo, Hi: hi}}
+		}
+		brute := false
+		for x := range lives {
+			for y := x + 1; y < len(lives); y++ {
+				if lives[x].member != lives[y].member {
+					if _, ok := overlap(&lives[x], &lives[y]); ok {
+						brute = true
+					}
+				}
+			}
+		}
+		got := overlaps(lives)
+		if (len(got) > 0) != brute {
+			t.Fatalf("round %d: sweep found %d overlaps, brute force %v: %+v", round, len(got), brute, lives)
+		}
+		for _, pr := range got {
+			if _, ok := overlap(pr[0], pr[1]); !ok || pr[0].member == pr[1].member {
+				t.Fatalf("round %d: reported a pair that does not overlap", round)
+			}
+		}
 	}
 }
