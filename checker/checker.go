@@ -82,6 +82,8 @@ func ForWorkload(name string) []Checker {
 		return []Checker{UniqueIDs{}, SingleInstance{}, SingletonEvents{}, Availability{}}
 	case "append":
 		return []Checker{AppendLog{}, SenderOrder{}, SingleInstance{}, HandOff{}, SingletonEvents{}, Availability{}}
+	case "deliver":
+		return []Checker{Delivery{}, SingleInstance{}, HandOff{}, SingletonEvents{}, Availability{}}
 	}
 	return nil
 }

@@ -38,6 +38,7 @@ func TestForWorkload(t *testing.T) {
 		{"register", []string{"linearizable", "single-instance", "hand-off", "singleton-events", "availability"}},
 		{"idgen", []string{"unique-ids", "single-instance", "singleton-events", "availability"}},
 		{"append", []string{"append-log", "sender-order", "single-instance", "hand-off", "singleton-events", "availability"}},
+		{"deliver", []string{"delivery", "single-instance", "hand-off", "singleton-events", "availability"}},
 		{"bank", nil},
 	} {
 		var got []string

@@ -55,7 +55,7 @@ type Workload interface {
 }
 
 // All lists the workloads.
-func All() []Workload { return []Workload{Register{}, Append{}, IDGen{}} }
+func All() []Workload { return []Workload{Register{}, Append{}, IDGen{}, Deliver{}} }
 
 // Named returns the workload called name.
 func Named(name string) (Workload, error) {

@@ -46,17 +46,18 @@ caught its bug in no seed or accused the correct node in any.`,
 			}
 			cases := detect.Cases()
 			if only != "" {
-				want := strings.Split(only, ",")
 				var picked []detect.Case
-				for _, c := range cases {
-					for _, w := range want {
-						if c.Bug == strings.TrimSpace(w) {
-							picked = append(picked, c)
+				for _, w := range strings.Split(only, ",") {
+					w = strings.TrimSpace(w)
+					found := false
+					for _, c := range cases {
+						if c.Name() == w || c.Bug == w {
+							picked, found = append(picked, c), true
 						}
 					}
-				}
-				if len(picked) != len(want) {
-					return &exitError{exitCannotRun, fmt.Errorf("--case %q: known cases are the bugs %v", only, bugsOf(cases))}
+					if !found {
+						return &exitError{exitCannotRun, fmt.Errorf("--case %q: no case %q; known: %v", only, w, bugsOf(cases))}
+					}
 				}
 				cases = picked
 			}
@@ -112,7 +113,7 @@ caught its bug in no seed or accused the correct node in any.`,
 	f := cmd.Flags()
 	f.IntVar(&seeds, "seeds", 5, "seeds per case")
 	f.Int64Var(&first, "seed", 1, "first seed")
-	f.StringVar(&only, "case", "", "only these cases (comma-separated bug names)")
+	f.StringVar(&only, "case", "", "only these cases (comma-separated: a bug name takes all its cases, bug/variant one)")
 	f.StringVar(&runtime, "runtime", "local", "local or docker")
 	f.StringVar(&results, "results", "results", "results root folder")
 	f.IntVar(&basePort, "base-port", 17400, "local: journal port; node i uses base+i and base+100+i")
@@ -123,7 +124,7 @@ caught its bug in no seed or accused the correct node in any.`,
 func bugsOf(cs []detect.Case) []string {
 	var out []string
 	for _, c := range cs {
-		out = append(out, c.Bug)
+		out = append(out, c.Name())
 	}
 	return out
 }

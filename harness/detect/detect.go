@@ -33,6 +33,8 @@ import (
 type Case struct {
 	// Bug is the deliberate bug (docs/reference-node.md).
 	Bug string
+	// Variant tells apart cases of one bug (another workload, checker).
+	Variant string
 	// Checker must say invalid with the bug on.
 	Checker  string
 	Workload string
@@ -48,8 +50,13 @@ type Case struct {
 	Why string
 }
 
-// Name names a case by its bug.
-func (c Case) Name() string { return c.Bug }
+// Name names a case: its bug, and its variant if it has one.
+func (c Case) Name() string {
+	if c.Variant != "" {
+		return c.Bug + "/" + c.Variant
+	}
+	return c.Bug
+}
 
 // Cases is the matrix: every deliberate bug the harness is known to catch
 // with its schedule. Bugs without a row yet are listed by Missing.
@@ -72,6 +79,12 @@ func Cases() []Case {
 			Nemesis: "kill:one,kill:oldest", Interval: 3 * time.Second, Limit: 20 * time.Second, Entities: 20,
 			BugArgs: []string{"--bugs=entity-skip-replay"},
 			Why:     "entities restarted elsewhere after a crash start from an empty state: reads go back in time",
+		},
+		{
+			Bug: "entity-skip-replay", Variant: "deliver", Checker: "delivery", Workload: "deliver",
+			Nemesis: "kill:one,kill:oldest", Interval: 3 * time.Second, Limit: 20 * time.Second, Entities: 20,
+			BugArgs: []string{"--bugs=entity-skip-replay"},
+			Why:     "at-least-once senders restarted after a crash forget the messages they stored: acknowledged messages never arrive",
 		},
 		{
 			Bug: "no-coordinator-persistence", Checker: "hand-off", Workload: "register",
@@ -182,7 +195,7 @@ func RunCase(ctx context.Context, c Case, opts Options) (Outcome, error) {
 		s := Seed{Seed: seed}
 		for _, withBug := range []bool{true, false} {
 			o := run.Options{
-				Name: "detect-" + c.Bug, Workload: c.Workload,
+				Name: "detect-" + strings.ReplaceAll(c.Name(), "/", "-"), Workload: c.Workload,
 				Nodes: 3, Concurrency: 6, TimeLimit: c.Limit, OpTimeout: 3 * time.Second,
 				Entities: c.Entities, PerEntity: 2, Seed: seed,
 				Nemesis: c.Nemesis, NemesisInterval: c.Interval,
@@ -197,7 +210,7 @@ func RunCase(ctx context.Context, c Case, opts Options) (Outcome, error) {
 			t := &run.Test{Options: o, Runtime: rt, Workload: w, Log: opts.Log}
 			res, err := t.Run(ctx, opts.Results)
 			if err != nil {
-				return out, fmt.Errorf("%s seed %d (bug %v): %w", c.Bug, seed, withBug, err)
+				return out, fmt.Errorf("%s seed %d (bug %v): %w", c.Name(), seed, withBug, err)
 			}
 			if withBug {
 				s.BugDir = res.Dir
@@ -222,7 +235,7 @@ func RunCase(ctx context.Context, c Case, opts Options) (Outcome, error) {
 			}
 			if opts.Progress != nil {
 				verdict := res.Verdict
-				opts.Progress(fmt.Sprintf("%s seed %d %s: verdict %s (%s)", c.Bug, seed, map[bool]string{true: "with the bug", false: "correct node"}[withBug], verdict, res.Dir))
+				opts.Progress(fmt.Sprintf("%s seed %d %s: verdict %s (%s)", c.Name(), seed, map[bool]string{true: "with the bug", false: "correct node"}[withBug], verdict, res.Dir))
 			}
 		}
 		out.Seeds = append(out.Seeds, s)
@@ -326,7 +339,7 @@ func Markdown(outs []Outcome) string {
 		}
 		sort.Strings(also)
 		fmt.Fprintf(&b, "| `%s` | `%s` (every %v, %v) | %s | `%s` | %d of %d seeds | %d of %d | %s | %s |\n",
-			o.Case.Bug, o.Case.Nemesis, o.Case.Interval, o.Case.Limit, o.Case.Workload, o.Case.Checker,
+			o.Case.Name(), o.Case.Nemesis, o.Case.Interval, o.Case.Limit, o.Case.Workload, o.Case.Checker,
 			o.Detected(), len(o.Seeds), o.FalseAlarms(), len(o.Seeds), med, strings.Join(also, ", "))
 	}
 	return b.String()

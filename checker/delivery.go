@@ -1,0 +1,214 @@
+package checker
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/shardtest/shardtest/harness/history"
+)
+
+// Delivery checks the deliver workload's guarantees (docs/protocol.md):
+//   - at least once: a message whose send was acknowledged (the sender
+//     stored it) is in its target log, once the sender's final flush found
+//     nothing unconfirmed and the log was read after that;
+//   - effectively once: a message sent with de-duplication is there at most
+//     once (so exactly once when acknowledged); without it, duplicates are
+//     allowed and counted;
+//   - a send that definitely failed is never delivered, and nothing that
+//     was never sent appears.
+//
+// A sender whose flush did not settle, or a log never read after it, makes
+// the verdict unknown for its messages, never valid by default.
+type Delivery struct{}
+
+// Name implements Checker.
+func (Delivery) Name() string { return "delivery" }
+
+type message struct {
+	To     string `json:"to"`
+	Client string `json:"client"`
+	Seq    int64  `json:"seq"`
+	Dedup  bool   `json:"dedup"`
+}
+
+type msgKey struct {
+	client string
+	seq    int64
+}
+
+// Check implements Checker.
+func (Delivery) Check(ctx context.Context, h *history.File, _ string) Result {
+	res := Result{Checker: "delivery"}
+	p := pairOps(h.Ops, func(op *history.Op) bool {
+		return strings.HasPrefix(op.Entity, "sender/") || strings.HasPrefix(op.Entity, "log/d")
+	})
+	type sent struct {
+		m      message
+		kind   string // ok, fail, info ("" never completed)
+		inv    int64
+		sender string
+	}
+	sends := map[msgKey]*sent{}
+	settledAt := map[string]int64{} // sender → completion of a flush that found nothing unconfirmed
+	unsettled := map[string]bool{}
+	lastRead := map[string][]logEntry{}
+	readCall := map[string]int64{}
+	var bad, violations []string
+	for _, pr := range p.pairs {
+		inv := h.Ops[pr.inv]
+		var comp *history.Op
+		if pr.comp >= 0 {
+			comp = &h.Ops[pr.comp]
+		}
+		switch inv.F {
+		case "send":
+			var m message
+			if err := json.Unmarshal(inv.Value, &m); err != nil || m.Client == "" || m.To == "" {
+				bad = append(bad, fmt.Sprintf("#%d: unreadable send arguments %s", inv.Index, inv.Value))
+				continue
+			}
+			s := &sent{m: m, inv: inv.Index, sender: inv.Entity}
+			if comp != nil {
+				s.kind = comp.Kind
+			}
+			k := msgKey{m.Client, m.Seq}
+			if prev, dup := sends[k]; dup {
+				bad = append(bad, fmt.Sprintf("#%d: message {client %s, seq %d} sent twice (also #%d)", inv.Index, m.Client, m.Seq, prev.inv))
+			}
+			sends[k] = s
+		case "flush":
+			if comp == nil || comp.Kind != history.OK {
+				unsettled[inv.Entity] = true
+				continue
+			}
+			var r struct {
+				Unconfirmed *int `json:"unconfirmed"`
+			}
+			if err := json.Unmarshal(comp.Value, &r); err != nil || r.Unconfirmed == nil {
+				bad = append(bad, fmt.Sprintf("#%d: unreadable flush result %s", comp.Index, comp.Value))
+				continue
+			}
+			if *r.Unconfirmed == 0 {
+				settledAt[inv.Entity] = comp.Time
+				delete(unsettled, inv.Entity)
+			} else if _, ok := settledAt[inv.Entity]; !ok {
+				unsettled[inv.Entity] = true
+			}
+		case "read":
+			if comp == nil || comp.Kind != history.OK {
+				continue
+			}
+			var r struct {
+				Entries []logEntry `json:"entries"`
+			}
+			if err := json.Unmarshal(comp.Value, &r); err != nil {
+				bad = append(bad, fmt.Sprintf("#%d: unreadable read result %s", comp.Index, comp.Value))
+				continue
+			}
+			if inv.Time >= readCall[inv.Entity] {
+				lastRead[inv.Entity], readCall[inv.Entity] = r.Entries, inv.Time
+			}
+		}
+	}
+	if ctx.Err() != nil {
+		res.Verdict, res.Summary = Unknown, "stopped: "+ctx.Err().Error()
+		return res
+	}
+	// Occurrences of every message in its log's last read.
+	count := map[msgKey]int{}
+	logs := make([]string, 0, len(lastRead))
+	for l := range lastRead {
+		logs = append(logs, l)
+	}
+	sort.Strings(logs)
+	for _, l := range logs {
+		for _, e := range lastRead[l] {
+			k := msgKey{e.Client, e.Seq}
+			count[k]++
+			s, ok := sends[k]
+			switch {
+			case !ok:
+				if count[k] == 1 {
+					violations = append(violations, fmt.Sprintf("%s: {client %s, seq %d} is in the log but was never sent", l, e.Client, e.Seq))
+				}
+			case "log/"+s.m.To != l:
+				if count[k] == 1 {
+					violations = append(violations, fmt.Sprintf("%s: {client %s, seq %d} (send #%d) was sent to %s", l, e.Client, e.Seq, s.inv, s.m.To))
+				}
+			}
+		}
+	}
+	keys := make([]msgKey, 0, len(sends))
+	for k := range sends {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if keys[i].client != keys[j].client {
+			return keys[i].client < keys[j].client
+		}
+		return keys[i].seq < keys[j].seq
+	})
+	var acked, delivered, duplicates, undecided int
+	var undecidedWhy []string
+	for _, k := range keys {
+		s := sends[k]
+		n := count[k]
+		log := "log/" + s.m.To
+		if s.kind == history.Fail && n > 0 {
+			violations = append(violations, fmt.Sprintf("%s: {client %s, seq %d}: the send (#%d) definitely failed, yet the log has it %d times", log, k.client, k.seq, s.inv, n))
+		}
+		if n > 1 {
+			if s.m.Dedup {
+				violations = append(violations, fmt.Sprintf("%s: {client %s, seq %d} (send #%d, de-duplicated) is in the log %d times: not effectively once", log, k.client, k.seq, s.inv, n))
+			} else {
+				duplicates += n - 1
+			}
+		}
+		if s.kind != history.OK {
+			continue
+		}
+		acked++
+		if n > 0 {
+			delivered++
+			continue
+		}
+		at, settled := settledAt[s.sender]
+		read, wasRead := readCall[log]
+		switch {
+		case settled && wasRead && read > at:
+			violations = append(violations, fmt.Sprintf("%s: {client %s, seq %d}: the send (#%d) was acknowledged and its sender %s flushed with nothing unconfirmed, yet the log read after that lacks it: lost", log, k.client, k.seq, s.inv, s.sender))
+		default:
+			undecided++
+			why := fmt.Sprintf("%s: {client %s, seq %d} (send #%d) not in the log, but ", log, k.client, k.seq, s.inv)
+			switch {
+			case !settled:
+				why += "its sender " + s.sender + " never flushed with nothing unconfirmed"
+			default:
+				why += "the log was not read after the sender's flush"
+			}
+			undecidedWhy = append(undecidedWhy, why)
+		}
+	}
+	res.Evidence = append(res.Evidence, truncatedNote(h)...)
+	res.Evidence = append(res.Evidence, p.evidence(h.Ops)...)
+	res.Evidence = append(res.Evidence, limit(bad)...)
+	stats := fmt.Sprintf("%d sends (%d acknowledged, %d of them found in their logs), %d duplicate deliveries without de-duplication (allowed)", len(sends), acked, delivered, duplicates)
+	switch {
+	case len(violations) > 0:
+		res.Verdict = Invalid
+		res.Summary = fmt.Sprintf("%d delivery violations; %s", len(violations), stats)
+		res.Evidence = append(res.Evidence, limit(violations)...)
+	case len(sends) == 0:
+		res.Verdict, res.Summary = Unknown, "nothing to check: no sends"
+	case undecided > 0 || len(bad) > 0:
+		res.Verdict = Unknown
+		res.Summary = fmt.Sprintf("no violation found, but %d acknowledged messages could not be judged; %s", undecided, stats)
+		res.Evidence = append(res.Evidence, limit(undecidedWhy)...)
+	default:
+		res.Verdict, res.Summary = Valid, "every acknowledged message delivered, de-duplicated ones exactly once; "+stats
+	}
+	return res
+}
