@@ -45,7 +45,8 @@ func (SingletonEvents) Check(ctx context.Context, _ *history.File, dir string) R
 }
 
 // HandOff checks, from node events, that a shard never lives in two
-// regions at once (hand-off waits for the old region to stop it), and
+// regions at once (hand-off waits for the old region to stop it), nor an
+// entity in two places, and
 // reports messages regions dropped from their buffers (allowed for
 // at-most-once delivery, but never hidden).
 type HandOff struct{}
@@ -62,6 +63,15 @@ func (HandOff) Check(ctx context.Context, _ *history.File, dir string) Result {
 					return ""
 				}
 				return e.EntityType + "/" + e.Shard
+			}},
+		// The entities themselves: corroborates single-instance, which
+		// sees only the incarnations that served a client.
+		{what: "entity", start: "entity-started", stops: []string{"entity-stopped"},
+			key: func(e *history.NodeEvent) string {
+				if e.Entity == "" {
+					return ""
+				}
+				return e.EntityType + "/" + e.Entity
 			}},
 	}, func(evs []history.NodeEvent) string {
 		dropped := map[string]int{}

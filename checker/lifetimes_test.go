@@ -143,6 +143,11 @@ func TestHandOffEvents(t *testing.T) {
 			ev("n2", "b", 1, "shard-started", 50, 60, "register/7"),
 			ev("n1", "a", 2, "shard-stopped", 100, 110, "register/7"),
 		}, Invalid, "shard register/7"},
+		{"one entity started in two places", []history.NodeEvent{
+			{Node: "n1", Incarnation: "a", Seq: 1, Type: "entity-started", EntityType: "register", Entity: "r1", Lo: 0, Hi: 10e6},
+			{Node: "n2", Incarnation: "b", Seq: 1, Type: "entity-started", EntityType: "register", Entity: "r1", Lo: 50e6, Hi: 60e6},
+			{Node: "n1", Incarnation: "a", Seq: 2, Type: "entity-stopped", EntityType: "register", Entity: "r1", Lo: 100e6, Hi: 110e6},
+		}, Invalid, "entity register/r1"},
 		{"different shards", []history.NodeEvent{
 			ev("n1", "a", 1, "shard-started", 0, 10, "register/7"),
 			ev("n2", "b", 1, "shard-started", 50, 60, "register/8"),
