@@ -77,13 +77,13 @@ func Combine(results []Result) Verdict {
 func ForWorkload(name string) []Checker {
 	switch name {
 	case "register":
-		return []Checker{Linearizable{}, SingleInstance{}, HandOff{}, SingletonEvents{}, Availability{}}
+		return []Checker{Linearizable{}, SingleInstance{}, HandOff{}, SingletonEvents{}, Liveness{}, Availability{}}
 	case "idgen":
-		return []Checker{UniqueIDs{}, SingleInstance{}, SingletonEvents{}, Availability{}}
+		return []Checker{UniqueIDs{}, SingleInstance{}, SingletonEvents{}, Liveness{}, Availability{}}
 	case "append":
-		return []Checker{AppendLog{}, SenderOrder{}, SingleInstance{}, HandOff{}, SingletonEvents{}, Availability{}}
+		return []Checker{AppendLog{}, SenderOrder{}, SingleInstance{}, HandOff{}, SingletonEvents{}, Liveness{}, Availability{}}
 	case "deliver":
-		return []Checker{Delivery{}, SingleInstance{}, HandOff{}, SingletonEvents{}, Availability{}}
+		return []Checker{Delivery{}, SingleInstance{}, HandOff{}, SingletonEvents{}, Liveness{}, Availability{}}
 	}
 	return nil
 }

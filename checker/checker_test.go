@@ -35,10 +35,10 @@ func TestForWorkload(t *testing.T) {
 		workload string
 		want     []string
 	}{
-		{"register", []string{"linearizable", "single-instance", "hand-off", "singleton-events", "availability"}},
-		{"idgen", []string{"unique-ids", "single-instance", "singleton-events", "availability"}},
-		{"append", []string{"append-log", "sender-order", "single-instance", "hand-off", "singleton-events", "availability"}},
-		{"deliver", []string{"delivery", "single-instance", "hand-off", "singleton-events", "availability"}},
+		{"register", []string{"linearizable", "single-instance", "hand-off", "singleton-events", "liveness", "availability"}},
+		{"idgen", []string{"unique-ids", "single-instance", "singleton-events", "liveness", "availability"}},
+		{"append", []string{"append-log", "sender-order", "single-instance", "hand-off", "singleton-events", "liveness", "availability"}},
+		{"deliver", []string{"delivery", "single-instance", "hand-off", "singleton-events", "liveness", "availability"}},
 		{"bank", nil},
 	} {
 		var got []string

@@ -44,5 +44,8 @@ func (IDGen) Invoke(ctx context.Context, c *nodeclient.Client, _ Op) (json.RawMe
 	}, nil
 }
 
-// Final implements Workload: nothing to read back.
-func (IDGen) Final([]string) []Op { return nil }
+// Final implements Workload: a few ids once the cluster has converged, so
+// the singleton is seen serving again after the last fault.
+func (IDGen) Final([]string) []Op {
+	return []Op{{F: "next-id"}, {F: "next-id"}, {F: "next-id"}}
+}

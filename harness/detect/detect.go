@@ -44,8 +44,12 @@ type Case struct {
 	Limit    time.Duration
 	Entities int
 	// BugArgs are the node flags that switch the bug on (and whatever it
-	// needs, e.g. a downing strategy only the bug allows).
-	BugArgs []string
+	// needs, e.g. a downing strategy only the bug allows); NodeArgs go to
+	// both runs (the setting that exposes the bug, e.g. fast passivation).
+	BugArgs  []string
+	NodeArgs []string
+	// Rate limits the operations per second (0: as fast as possible).
+	Rate float64
 	// Why says why this schedule exposes the bug.
 	Why string
 }
@@ -85,6 +89,20 @@ func Cases() []Case {
 			Nemesis: "kill:one,kill:oldest", Interval: 3 * time.Second, Limit: 20 * time.Second, Entities: 20,
 			BugArgs: []string{"--bugs=entity-skip-replay"},
 			Why:     "at-least-once senders restarted after a crash forget the messages they stored: acknowledged messages never arrive",
+		},
+		{
+			Bug: "drop-passivation-buffer", Checker: "liveness", Workload: "register",
+			Limit: 15 * time.Second, Entities: 30, Rate: 300,
+			NodeArgs: []string{"--passivate-idle-after=30ms"},
+			BugArgs:  []string{"--bugs=drop-passivation-buffer"},
+			Why:      "entities passivate between requests; messages held while one stops are thrown away, so asks on a healthy cluster never get an answer",
+		},
+		{
+			Bug: "drop-buffered-on-hand-off", Checker: "liveness", Workload: "register",
+			Nemesis: "member:join,member:leave-one", Interval: 5 * time.Second, Limit: 30 * time.Second, Entities: 100,
+			NodeArgs: []string{"--rebalance-interval=1s"},
+			BugArgs:  []string{"--bugs=drop-buffered-on-hand-off"},
+			Why:      "graceful joins and leaves move shards; messages buffered during a hand-off are thrown away, so asks get no answer with no fault to excuse it",
 		},
 		{
 			Bug: "no-coordinator-persistence", Checker: "hand-off", Workload: "register",
@@ -196,12 +214,13 @@ func RunCase(ctx context.Context, c Case, opts Options) (Outcome, error) {
 		for _, withBug := range []bool{true, false} {
 			o := run.Options{
 				Name: "detect-" + strings.ReplaceAll(c.Name(), "/", "-"), Workload: c.Workload,
-				Nodes: 3, Concurrency: 6, TimeLimit: c.Limit, OpTimeout: 3 * time.Second,
+				Nodes: 3, Concurrency: 6, Rate: c.Rate, TimeLimit: c.Limit, OpTimeout: 3 * time.Second,
 				Entities: c.Entities, PerEntity: 2, Seed: seed,
 				Nemesis: c.Nemesis, NemesisInterval: c.Interval,
 			}
+			o.NodeArgs = append([]string(nil), c.NodeArgs...)
 			if withBug {
-				o.NodeArgs = c.BugArgs
+				o.NodeArgs = append(o.NodeArgs, c.BugArgs...)
 			} else {
 				o.Name += "-correct"
 			}
@@ -338,8 +357,15 @@ func Markdown(outs []Outcome) string {
 			also = append(also, x)
 		}
 		sort.Strings(also)
-		fmt.Fprintf(&b, "| `%s` | `%s` (every %v, %v) | %s | `%s` | %d of %d seeds | %d of %d | %s | %s |\n",
-			o.Case.Name(), o.Case.Nemesis, o.Case.Interval, o.Case.Limit, o.Case.Workload, o.Case.Checker,
+		fault := fmt.Sprintf("`%s` (every %v, %v)", o.Case.Nemesis, o.Case.Interval, o.Case.Limit)
+		if o.Case.Nemesis == "" {
+			fault = fmt.Sprintf("none (%v)", o.Case.Limit)
+		}
+		if len(o.Case.NodeArgs) > 0 {
+			fault += ", nodes `" + strings.Join(o.Case.NodeArgs, " ") + "`"
+		}
+		fmt.Fprintf(&b, "| `%s` | %s | %s | `%s` | %d of %d seeds | %d of %d | %s | %s |\n",
+			o.Case.Name(), fault, o.Case.Workload, o.Case.Checker,
 			o.Detected(), len(o.Seeds), o.FalseAlarms(), len(o.Seeds), med, strings.Join(also, ", "))
 	}
 	return b.String()

@@ -1,0 +1,174 @@
+package checker
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/shardtest/shardtest/harness/history"
+)
+
+// Liveness checks that, with no disruptive fault to excuse it, every
+// operation gets an answer: the seeds promise that messages buffered while a
+// shard's home is looked up, during a hand-off or while an entity
+// passivates are delivered, so an ask that times out on a healthy cluster
+// was lost. Partitions, packet loss, crashes, pauses and clock skew excuse
+// timeouts while they last and for LivenessGrace after their heal (failure
+// detection, downing, restarts), but never into the final phase, which
+// starts once the cluster has converged; graceful membership changes
+// (join, leave, rolling restart) excuse nothing. Tells are not judged (at
+// most once).
+//
+// Definite failures are answers; only unknown outcomes (timeouts, lost
+// replies) and invocations never completed count.
+type Liveness struct{}
+
+// LivenessGrace is how long after a disruptive fault's heal timeouts are
+// still excused.
+const LivenessGrace = 30 * time.Second
+
+// Name implements Checker.
+func (Liveness) Name() string { return "liveness" }
+
+// disruptive reports whether a fault family may legitimately make
+// operations time out.
+func disruptive(fault string) bool {
+	family, _, _ := strings.Cut(fault, ":")
+	switch family {
+	case "member":
+		return false
+	}
+	return true
+}
+
+// Check implements Checker.
+func (Liveness) Check(ctx context.Context, h *history.File, _ string) Result {
+	res := Result{Checker: "liveness"}
+	end := int64(0)
+	if len(h.Ops) > 0 {
+		end = h.Ops[len(h.Ops)-1].Time
+	}
+	// Excused windows: each disruptive fault from its inject until grace
+	// after its heal (or the end).
+	type window struct {
+		from, to int64
+		fault    string
+	}
+	var excused []window
+	open := map[string][]int64{}
+	// The final phase starts once the harness saw the cluster converge
+	// after the last heal: from then on nothing is excused.
+	final := int64(-1)
+	for _, op := range h.Ops {
+		if op.Kind == history.Phase && op.F == "final" && final < 0 {
+			final = op.Time
+		}
+	}
+	for _, op := range h.Ops {
+		if op.Kind != history.Nemesis || !disruptive(op.F) {
+			continue
+		}
+		action, began := nemesisAction(op)
+		switch action {
+		case "inject":
+			// The fault acts from the moment its injection began (a kill
+			// resets connections before the harness hears it is done).
+			open[op.F] = append(open[op.F], began)
+		case "heal":
+			for _, from := range open[op.F] {
+				to := op.Time + int64(LivenessGrace)
+				if final >= 0 && final > op.Time {
+					to = min(to, final)
+				}
+				excused = append(excused, window{from, to, op.F})
+			}
+			delete(open, op.F)
+		}
+	}
+	for f, froms := range open {
+		for _, from := range froms {
+			excused = append(excused, window{from, end + 1, f})
+		}
+	}
+	sort.Slice(excused, func(i, j int) bool { return excused[i].from < excused[j].from })
+	// Merge into disjoint windows, so each op is looked up by binary search.
+	var merged []window
+	for _, w := range excused {
+		if n := len(merged); n > 0 && w.from <= merged[n-1].to {
+			merged[n-1].to = max(merged[n-1].to, w.to)
+			continue
+		}
+		merged = append(merged, w)
+	}
+	excusedAt := func(from, to int64) bool {
+		i := sort.Search(len(merged), func(i int) bool { return merged[i].to >= from })
+		return i < len(merged) && merged[i].from <= to
+	}
+	p := pairOps(h.Ops, func(op *history.Op) bool { return op.F != "tell" })
+	judged, lost, excusedN := 0, 0, 0
+	var violations []string
+	for _, pr := range p.pairs {
+		if ctx.Err() != nil {
+			res.Verdict, res.Summary = Unknown, "stopped: "+ctx.Err().Error()
+			return res
+		}
+		inv := h.Ops[pr.inv]
+		to := end
+		answered := false
+		if pr.comp >= 0 {
+			comp := h.Ops[pr.comp]
+			to = comp.Time
+			answered = comp.Kind != history.Info
+		} else if h.Truncated {
+			continue // the harness died: no answer was awaited to the end
+		}
+		if excusedAt(inv.Time, to) {
+			excusedN++
+			continue
+		}
+		judged++
+		if answered {
+			continue
+		}
+		lost++
+		what := "never completed"
+		if pr.comp >= 0 {
+			what = "no answer: " + h.Ops[pr.comp].Error
+		}
+		violations = append(violations, fmt.Sprintf("%s %s (#%d, process %d, node %s) invoked at %.3f s with no disruptive fault active or recent: %s",
+			inv.F, inv.Entity, inv.Index, inv.Process, inv.Node, float64(inv.Time)/1e9, what))
+	}
+	res.Evidence = append(res.Evidence, truncatedNote(h)...)
+	res.Evidence = append(res.Evidence, p.evidence(h.Ops)...)
+	stats := fmt.Sprintf("%d operations on a healthy cluster judged, %d excused by %d fault windows (+%v grace)", judged, excusedN, len(merged), LivenessGrace)
+	switch {
+	case lost > 0:
+		res.Verdict = Invalid
+		res.Summary = fmt.Sprintf("%d operations got no answer with no fault to excuse it; %s", lost, stats)
+		res.Evidence = append(res.Evidence, limit(violations)...)
+	case judged == 0:
+		res.Verdict, res.Summary = Unknown, "nothing to judge: no operation ran on a healthy cluster; "+stats
+	default:
+		res.Verdict, res.Summary = Valid, "every operation on a healthy cluster got an answer; "+stats
+	}
+	return res
+}
+
+// nemesisAction reads a nemesis entry's action ("inject", "heal") and
+// when it began (the entry's own time if it does not say, or says later).
+func nemesisAction(op history.Op) (string, int64) {
+	var v struct {
+		Action string `json:"action"`
+		Began  *int64 `json:"began"`
+	}
+	if err := json.Unmarshal(op.Value, &v); err != nil {
+		return "", op.Time
+	}
+	if v.Began == nil || *v.Began > op.Time {
+		return v.Action, op.Time
+	}
+	return v.Action, *v.Began
+}

@@ -1,0 +1,75 @@
+package checker
+
+import (
+	"context"
+	"testing"
+
+	"github.com/shardtest/shardtest/harness/history"
+)
+
+func TestLiveness(t *testing.T) {
+	const R = "register/r1"
+	const s = int64(1e9)
+	nem := func(b *hb, tm int64, f, action string) *hb {
+		return b.add(history.Op{Time: tm, Kind: history.Nemesis, Process: -1, F: f,
+			Value: []byte(`{"action":"` + action + `","began":` + itoa(int(tm-1)) + `}`)})
+	}
+	tests := []struct {
+		name string
+		h    func() *hb
+		cut  bool
+		want Verdict
+	}{
+		{"empty", func() *hb { return &hb{} }, false, Unknown},
+		{"healthy, answered", func() *hb { return (&hb{}).inv(1, 0, "read", R, "").ok(2, 0, `{"value":null}`) }, false, Valid},
+		{"a definite failure is an answer", func() *hb { return (&hb{}).inv(1, 0, "read", R, "").fail(2, 0) }, false, Valid},
+		{"healthy, timed out", func() *hb { return (&hb{}).inv(1, 0, "read", R, "").info(5*s, 0) }, false, Invalid},
+		{"timed out during a partition", func() *hb {
+			b := nem(&hb{}, 1*s, "partition:halves", "inject")
+			b = b.inv(2*s, 0, "read", R, "").info(7*s, 0)
+			return nem(b, 8*s, "partition:halves", "heal").inv(50*s, 0, "read", R, "").ok(51*s, 0, `{}`)
+		}, false, Valid},
+		{"timed out within the grace after a heal", func() *hb {
+			b := nem(nem(&hb{}, 1*s, "kill:one", "inject"), 2*s, "kill:one", "heal")
+			return b.inv(10*s, 0, "read", R, "").info(15*s, 0).inv(50*s, 0, "read", R, "").ok(51*s, 0, `{}`)
+		}, false, Valid},
+		{"the final phase is never excused", func() *hb {
+			b := nem(nem(&hb{}, 1*s, "kill:one", "inject"), 2*s, "kill:one", "heal")
+			b = b.add(history.Op{Time: 5 * s, Kind: history.Phase, Process: -1, F: "final"})
+			return b.inv(6*s, 9, "read", R, "").info(11*s, 9)
+		}, false, Invalid},
+		{"everything excused: nothing to judge", func() *hb {
+			return nem(&hb{}, 1*s, "pause:one", "inject").inv(2*s, 0, "read", R, "").info(7*s, 0)
+		}, false, Unknown},
+		{"timed out long after the heal", func() *hb {
+			b := nem(nem(&hb{}, 1*s, "kill:one", "inject"), 2*s, "kill:one", "heal")
+			return b.inv(60*s, 0, "read", R, "").info(65*s, 0)
+		}, false, Invalid},
+		{"a graceful join excuses nothing", func() *hb {
+			b := nem(&hb{}, 1*s, "member:join", "inject")
+			b = b.inv(2*s, 0, "read", R, "").info(7*s, 0)
+			return nem(b, 8*s, "member:join", "heal")
+		}, false, Invalid},
+		{"an unhealed fault excuses until the end", func() *hb {
+			b := (&hb{}).inv(0, 1, "read", R, "").ok(1, 1, `{}`)
+			return nem(b, 1*s, "pause:one", "inject").inv(2*s, 0, "read", R, "").info(7*s, 0)
+		}, false, Valid},
+		{"tells are not judged", func() *hb { return (&hb{}).inv(1, 0, "tell", "log/l1", ap("w0", 1)).info(5*s, 0) }, false, Unknown},
+		{"never completed on a healthy cluster", func() *hb {
+			return (&hb{}).inv(1, 0, "read", R, "").ok(2, 0, `{}`).inv(3, 1, "read", R, "")
+		}, false, Invalid},
+		{"cut off: an open op was not waited for", func() *hb {
+			return (&hb{}).inv(1, 0, "read", R, "").ok(2, 0, `{}`).inv(3, 1, "read", R, "")
+		}, true, Valid},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := tt.h().file()
+			f.Truncated = tt.cut
+			r := Liveness{}.Check(context.Background(), f, "")
+			if r.Verdict != tt.want {
+				t.Fatalf("verdict %s, want %s: %s %v", r.Verdict, tt.want, r.Summary, r.Evidence)
+			}
+		})
+	}
+}
