@@ -292,7 +292,9 @@ func detectionTime(ctx context.Context, c Case, dir string) (time.Duration, erro
 	}
 	defer os.RemoveAll(tmp)
 	invalidAt := func(cut int64) (bool, error) {
-		prefix := &history.File{Header: h.Header}
+		// A prefix is a history cut off at cut: operations still open
+		// there were not waited for.
+		prefix := &history.File{Header: h.Header, Truncated: true}
 		for _, op := range h.Ops {
 			if op.Time > cut {
 				break
