@@ -18,7 +18,8 @@ import (
 // was lost. Partitions, packet loss, crashes, pauses and clock skew excuse
 // timeouts while they last and for LivenessGrace after their heal (failure
 // detection, downing, restarts), but never into the final phase, which
-// starts once the cluster has converged; graceful membership changes
+// starts once the cluster has converged and settled (15 s after the last
+// heal at least); graceful membership changes
 // (join, leave, rolling restart) excuse nothing. Tells are not judged (at
 // most once).
 //

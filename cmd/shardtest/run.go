@@ -60,7 +60,9 @@ same fault schedule: after a quiet --nemesis-interval, a fault is injected,
 held for an interval, healed, and so on; every inject and heal is recorded in
 the history with its targets and the time it took effect. After the main
 phase every fault is healed and the harness waits until the cluster has
-converged (every node ready and seeing every other up) before the final
+converged (every node ready and seeing every other up), and at least 15 s
+after the last heal (shards of a crashed member move only after it is
+downed), before the final
 read-back. Faults the runtime or the implementation cannot take (as its
 /v1/capabilities says) are refused before the test starts. Clock skew is the
 node's in-process clock (docs/protocol.md): containers share the host clock.

@@ -519,18 +519,31 @@ type nemesisValue struct {
 	Targets any   `json:"targets,omitempty"`
 }
 
+// RecoverySettle is the least time between the last heal and the final
+// phase.
+const RecoverySettle = 15 * time.Second
+
 // recover waits, after the last heal, until the cluster has converged:
 // every node the workload uses is ready, reaches every member, and counts
-// every one of those nodes as up (restarted, rejoined, no longer downed).
+// every one of those nodes as up (restarted, rejoined, no longer downed),
+// and RecoverySettle has passed since the heal.
 // The final read-back then measures what survived, not how long recovery
 // takes. A cluster that does not converge is logged; the final phase still
 // runs.
 func (t *Test) recover(ctx context.Context, nodes []Node, clients []*nodeclient.Client) {
-	deadline := time.Now().Add(2 * time.Minute)
+	healed := time.Now()
+	deadline := healed.Add(2 * time.Minute)
 	var last string
 	for {
 		last = converged(ctx, nodes, clients)
 		if last == "" {
+			// Membership converges before the shards of a crashed
+			// member are allocated again (after it is downed, plus a
+			// margin): give the cluster that long too.
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Until(healed.Add(RecoverySettle))):
+			}
 			return
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
