@@ -302,8 +302,19 @@ func analyze(h *history.File) (Report, pairing) {
 		okTimes[i] = o.at
 	}
 	slices.Sort(okTimes)
+	// Traffic stops with the main phase: the recovery wait after it has no
+	// operations and is not unavailability.
+	mainEnd := r.End
+	for i, p := range r.Phases {
+		if p.Name == "main" && i+1 < len(r.Phases) {
+			mainEnd = r.Phases[i+1].Time
+		}
+	}
 	for i := range r.Faults {
 		until := r.End
+		if r.Faults[i].Inject < mainEnd {
+			until = max(mainEnd, r.Faults[i].Heal)
+		}
 		if i+1 < len(r.Faults) {
 			until = min(until, max(r.Faults[i+1].Inject, r.Faults[i].Heal))
 		}
