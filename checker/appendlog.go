@@ -74,15 +74,13 @@ func (AppendLog) Check(ctx context.Context, h *history.File, _ string) Result {
 			if comp == nil || comp.Kind != history.OK {
 				continue
 			}
-			var r struct {
-				Entries []logEntry `json:"entries"`
-			}
-			if err := json.Unmarshal(comp.Value, &r); err != nil {
-				bad = append(bad, fmt.Sprintf("#%d: unreadable read result %s", comp.Index, comp.Value))
+			entries, why := logRead(comp)
+			if why != "" {
+				bad = append(bad, why)
 				continue
 			}
 			if comp.Time >= lastReadAt[inv.Entity] {
-				lastRead[inv.Entity], lastReadAt[inv.Entity], lastReadCall[inv.Entity] = r.Entries, comp.Time, inv.Time
+				lastRead[inv.Entity], lastReadAt[inv.Entity], lastReadCall[inv.Entity] = entries, comp.Time, inv.Time
 			}
 		}
 	}
@@ -178,6 +176,18 @@ func (AppendLog) Check(ctx context.Context, h *history.File, _ string) Result {
 		res.Verdict, res.Summary = Valid, stats
 	}
 	return res
+}
+
+// logRead decodes the result of a log read; why says what was wrong with
+// an unreadable one, for the evidence.
+func logRead(comp *history.Op) (entries []logEntry, why string) {
+	var r struct {
+		Entries []logEntry `json:"entries"`
+	}
+	if err := json.Unmarshal(comp.Value, &r); err != nil {
+		return nil, fmt.Sprintf("#%d: unreadable read result %s", comp.Index, comp.Value)
+	}
+	return r.Entries, ""
 }
 
 func limit(lines []string) []string {

@@ -101,15 +101,13 @@ func (Delivery) Check(ctx context.Context, h *history.File, _ string) Result {
 			if comp == nil || comp.Kind != history.OK {
 				continue
 			}
-			var r struct {
-				Entries []logEntry `json:"entries"`
-			}
-			if err := json.Unmarshal(comp.Value, &r); err != nil {
-				bad = append(bad, fmt.Sprintf("#%d: unreadable read result %s", comp.Index, comp.Value))
+			entries, why := logRead(comp)
+			if why != "" {
+				bad = append(bad, why)
 				continue
 			}
 			if inv.Time >= readCall[inv.Entity] {
-				lastRead[inv.Entity], readCall[inv.Entity] = r.Entries, inv.Time
+				lastRead[inv.Entity], readCall[inv.Entity] = entries, inv.Time
 			}
 		}
 	}

@@ -77,15 +77,13 @@ func (SenderOrder) Check(ctx context.Context, h *history.File, _ string) Result 
 			k := senderKey{inv.Entity, e.Client}
 			bySender[k] = append(bySender[k], sent{e: e, call: inv.Time, ret: comp.Time, inv: inv.Index, f: inv.F, via: via})
 		case "read":
-			var r struct {
-				Entries []logEntry `json:"entries"`
-			}
-			if err := json.Unmarshal(comp.Value, &r); err != nil {
-				bad = append(bad, fmt.Sprintf("#%d: unreadable read result %s", comp.Index, comp.Value))
+			entries, why := logRead(&comp)
+			if why != "" {
+				bad = append(bad, why)
 				continue
 			}
 			if comp.Time >= lastReadAt[inv.Entity] {
-				lastRead[inv.Entity], lastReadAt[inv.Entity] = r.Entries, comp.Time
+				lastRead[inv.Entity], lastReadAt[inv.Entity] = entries, comp.Time
 			}
 		}
 	}
