@@ -6,33 +6,27 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/shardtest/shardtest/checker"
 	"github.com/shardtest/shardtest/harness/run"
+	"github.com/shardtest/shardtest/internal/testbin"
 )
 
 // binary is a shardtest build for the nodes (the test binary is not one).
 var binary string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "shardtest-detect-test")
+	var cleanup func()
+	var err error
+	binary, cleanup, err = testbin.Build("shardtest-detect-test")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	binary = filepath.Join(dir, "shardtest")
-	build := exec.Command("go", "build", "-trimpath", "-o", binary, "github.com/shardtest/shardtest/cmd/shardtest")
-	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "build shardtest: %v\n%s", err, out)
-		os.RemoveAll(dir)
-		os.Exit(1)
-	}
 	code := m.Run()
-	os.RemoveAll(dir)
+	cleanup()
 	os.Exit(code)
 }
 

@@ -9,8 +9,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -18,6 +16,7 @@ import (
 	"time"
 
 	"github.com/shardtest/shardtest/harness/nodeclient/nodetest"
+	"github.com/shardtest/shardtest/internal/testbin"
 )
 
 // basePort is this package's range: 24400..24599 (harness/run's tests use
@@ -29,21 +28,15 @@ const basePort = 24400
 var binary string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "shardtest-local-test")
+	var cleanup func()
+	var err error
+	binary, cleanup, err = testbin.Build("shardtest-local-test")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	binary = filepath.Join(dir, "shardtest")
-	build := exec.Command("go", "build", "-trimpath", "-o", binary, "github.com/shardtest/shardtest/cmd/shardtest")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "build shardtest: %v\n%s", err, out)
-		os.RemoveAll(dir)
-		os.Exit(1)
-	}
 	code := m.Run()
-	os.RemoveAll(dir)
+	cleanup()
 	os.Exit(code)
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/shardtest/shardtest/checker"
 	"github.com/shardtest/shardtest/harness/docker"
 	"github.com/shardtest/shardtest/harness/history"
+	"github.com/shardtest/shardtest/internal/testbin"
 	"github.com/shardtest/shardtest/workloads"
 )
 
@@ -27,20 +28,15 @@ import (
 var binary string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "shardtest-run-test")
+	var cleanup func()
+	var err error
+	binary, cleanup, err = testbin.Build("shardtest-run-test")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	binary = filepath.Join(dir, "shardtest")
-	build := exec.Command("go", "build", "-trimpath", "-o", binary, "github.com/shardtest/shardtest/cmd/shardtest")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "build shardtest: %v\n%s", err, out)
-		os.Exit(1)
-	}
 	code := m.Run()
-	os.RemoveAll(dir)
+	cleanup()
 	os.Exit(code)
 }
 

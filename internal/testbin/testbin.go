@@ -1,0 +1,27 @@
+// Package testbin builds the shardtest binary once for tests that start
+// real nodes as child processes or containers (a test binary is not one).
+package testbin
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+)
+
+// Build builds a static shardtest into a fresh temporary directory and
+// returns its path and a function that removes it.
+func Build(name string) (path string, cleanup func(), err error) {
+	dir, err := os.MkdirTemp("", name)
+	if err != nil {
+		return "", nil, err
+	}
+	path = filepath.Join(dir, "shardtest")
+	build := exec.Command("go", "build", "-trimpath", "-o", path, "github.com/shardtest/shardtest/cmd/shardtest")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		os.RemoveAll(dir)
+		return "", nil, fmt.Errorf("build shardtest: %w\n%s", err, out)
+	}
+	return path, func() { os.RemoveAll(dir) }, nil
+}
