@@ -19,7 +19,8 @@ var errTellQueueFull = errors.New("fire-and-forget queue of this sender is full"
 // tells delivers fire-and-forget messages: one FIFO queue per sender,
 // drained by one goroutine at a time, so one sender's tells reach an entity
 // in the order they were accepted (at most once: a tell that fails is not
-// retried). The goroutines are owned by the incarnation's context.
+// retried). Tells are pipelined: the next one is submitted as soon as the
+// previous one is queued at its shard, not when it has been processed. The goroutines are owned by the incarnation's context.
 type tells struct {
 	ctx     context.Context
 	timeout time.Duration
@@ -77,15 +78,23 @@ func (t *tells) drain(sender string) {
 		item := q[0]
 		t.queues[sender] = q[1:]
 		t.mu.Unlock()
+		// Submit returns once the message's place in its shard's order is
+		// fixed, so the next tell of this sender may follow at once (several
+		// can wait in one mailbox or region buffer, as with Akka's tell);
+		// the reply is awaited apart.
 		ctx, cancel := context.WithTimeout(t.ctx, t.timeout)
-		_, err := item.region.Deliver(ctx, item.msg)
-		cancel()
-		if err != nil {
-			t.mu.Lock()
-			t.failed++
-			t.mu.Unlock()
-			t.log.Debug("fire-and-forget message not delivered", "entity", item.msg.EntityID, "err", err)
-		}
+		wait := item.region.Submit(ctx, item.msg)
+		t.wg.Add(1)
+		go func() {
+			defer t.wg.Done()
+			defer cancel()
+			if _, err := wait(); err != nil {
+				t.mu.Lock()
+				t.failed++
+				t.mu.Unlock()
+				t.log.Debug("fire-and-forget message not delivered", "entity", item.msg.EntityID, "err", err)
+			}
+		}()
 	}
 }
 

@@ -256,24 +256,37 @@ func (r *Region) notifyLocked() {
 // IsDefinite on an error to learn whether the message certainly had no
 // effect; a message whose outcome is unknown is never resent.
 func (r *Region) Deliver(ctx context.Context, msg Message) (Reply, error) {
+	return r.Submit(ctx, msg)()
+}
+
+// Submit routes msg like Deliver but returns as soon as the message's place
+// among the messages to its shard is fixed: queued in a local mailbox or in
+// the region's buffer for the shard (both delivered in order), or, when the
+// shard lives on another node, delivered there. The returned function
+// waits for the reply (it must be called, at most once, while ctx lives).
+//
+// Submitting one sender's messages one after another without waiting for
+// their replies keeps their order, as Akka's tell does: this is how the
+// node pipelines fire-and-forget messages.
+func (r *Region) Submit(ctx context.Context, msg Message) func() (Reply, error) {
 	if msg.EntityID == "" {
-		return Reply{}, fmt.Errorf("%w: empty entity id", ErrBadMessage)
+		return failed(fmt.Errorf("%w: empty entity id", ErrBadMessage))
 	}
 	shardID := r.extract(msg.EntityID)
 	if shardID == "" {
-		return Reply{}, fmt.Errorf("%w: entity %q maps to an empty shard id", ErrBadMessage, msg.EntityID)
+		return failed(fmt.Errorf("%w: entity %q maps to an empty shard id", ErrBadMessage, msg.EntityID))
 	}
 	env := newEnvelope(ctx, msg, shardID)
 	r.mu.Lock()
 	if r.stopped {
 		r.mu.Unlock()
-		return Reply{}, fmt.Errorf("%w: %s", ErrRegionStopped, r.s.TypeName)
+		return failed(fmt.Errorf("%w: %s", ErrRegionStopped, r.s.TypeName))
 	}
 	if _, buffering := r.buffers[shardID]; !buffering {
 		if sh := r.local[shardID]; sh != nil {
 			if sh.enqueue(env) == nil {
 				r.mu.Unlock()
-				return env.wait()
+				return env.wait
 			}
 			// Closed for a hand-off: buffer below.
 		} else if home, ok := r.homes[shardID]; ok {
@@ -283,33 +296,39 @@ func (r *Region) Deliver(ctx context.Context, msg Message) (Reply, error) {
 	}
 	if err := r.bufferLocked(env, false, true); err != nil {
 		r.mu.Unlock()
-		return Reply{}, err
+		return failed(err)
 	}
 	r.mu.Unlock()
-	return env.wait()
+	return env.wait
+}
+
+// failed is a Submit result that is already known.
+func failed(err error) func() (Reply, error) {
+	return func() (Reply, error) { return Reply{}, err }
 }
 
 // forwardDirect sends a fresh envelope to the known remote home; if the
 // home turns out not to host the shard (or was never reached) the message
-// goes into the buffer to wait for the shard's new home.
-func (r *Region) forwardDirect(env *envelope, home string) (Reply, error) {
+// goes into the buffer to wait for the shard's new home. It returns once
+// the message was delivered or buffered.
+func (r *Region) forwardDirect(env *envelope, home string) func() (Reply, error) {
 	env.take()
 	rep, err, rebuf := r.send(env, home)
 	if !rebuf {
-		return rep, err
+		return func() (Reply, error) { return rep, err }
 	}
 	r.mu.Lock()
 	r.forgetHomeLocked(env.shard, home)
 	if r.stopped {
 		r.mu.Unlock()
-		return Reply{}, fmt.Errorf("%w: %s", ErrRegionStopped, r.s.TypeName)
+		return failed(fmt.Errorf("%w: %s", ErrRegionStopped, r.s.TypeName))
 	}
 	if env.requeue() {
 		r.bufferLocked(env, false, false)
 		r.buffers[env.shard].notHere = home
 	}
 	r.mu.Unlock()
-	return env.wait()
+	return env.wait
 }
 
 func (r *Region) forgetHomeLocked(shardID, home string) {

@@ -688,3 +688,64 @@ func TestStaleHome(t *testing.T) {
 		t.Fatalf("empty entity id: err = %v", err)
 	}
 }
+
+// TestSubmitKeepsOrder: one sender submits messages to a few entities
+// without waiting for their replies (as the node pipelines tells) — first
+// while their shards' homes are unknown, so they wait in the region's
+// buffer, then to shards hosted here and elsewhere. Every entity handles
+// them in submission order; with ReorderBuffered (the proof that the
+// buffer was used) some entity does not.
+func TestSubmitKeepsOrder(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		bugs    Bugs
+		inOrder bool
+	}{
+		{"correct", Bugs{}, true},
+		{BugReorderBuffered, Bugs{ReorderBuffered: true}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := testSettings()
+			s.Bugs = tc.bugs
+			c := newShardCluster(t, 2, s)
+			c.setAll(allUp("n1", "n2"))
+			c.start("n1", "n2")
+			c.awaitRegistered("n1", "n2")
+
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			const entities, rounds = 8, 40
+			var waits []func() (Reply, error)
+			for seq := range rounds {
+				for e := range entities {
+					msg := Message{EntityID: fmt.Sprintf("p%d", e), Op: "count", Sender: "s", Payload: mustJSON(t, payload{Seq: seq})}
+					waits = append(waits, c.node("n2").region.Submit(ctx, msg))
+				}
+			}
+			for i, wait := range waits {
+				if _, err := wait(); err != nil {
+					t.Fatalf("message %d: %v", i, err)
+				}
+			}
+			allInOrder := true
+			for e := range entities {
+				var seqs []int
+				for _, h := range c.entities.of(fmt.Sprintf("p%d", e)) {
+					seqs = append(seqs, h.Seq)
+				}
+				if len(seqs) != rounds {
+					t.Fatalf("entity p%d handled %d messages, want %d", e, len(seqs), rounds)
+				}
+				if !slices.IsSorted(seqs) {
+					allInOrder = false
+					if tc.inOrder {
+						t.Errorf("entity p%d handled %v, want 0..%d in order", e, seqs, rounds-1)
+					}
+				}
+			}
+			if !tc.inOrder && allInOrder {
+				t.Error("every entity handled its messages in order: nothing waited in the region's buffer")
+			}
+		})
+	}
+}
