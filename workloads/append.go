@@ -11,7 +11,7 @@ import (
 )
 
 // Append is numbered appends to log entities, synchronous ("append") and
-// fire-and-forget ("tell"), plus reads of the whole log.
+// fire-and-forget ("tell", in bursts), plus reads of the whole log.
 type Append struct{}
 
 // Name implements Workload.
@@ -20,7 +20,7 @@ func (Append) Name() string { return "append" }
 // Doc implements Workload.
 func (Append) Doc() string {
 	return "each worker appends {client, seq} with its own increasing seq to log entities, " +
-		"synchronously (append) or fire-and-forget (tell), and reads whole logs. " +
+		"synchronously (append) or fire-and-forget (tell, in bursts of 1-5 to one log), and reads whole logs. " +
 		"A correct system shows, per log: every ok append present exactly once, each client's entries " +
 		"in the order the client sent them (tells too, at most once each), unknown appends " +
 		"present at most once, and reads consistent with each other (each a prefix-extension of the last)."
@@ -29,25 +29,36 @@ func (Append) Doc() string {
 // Capability implements Workload.
 func (Append) Capability() string { return "sharding" }
 
-// Generator implements Workload: appends 60 %, tells 20 %, reads 20 %.
-// The client of an entry is "w<worker>"; its seq counts that worker's
-// appends and tells, so a checker can see order, loss and duplicates.
+// Generator implements Workload. Each draw is an append (60 %), a read
+// (20 %) or a burst of 1–5 tells to one log (20 %): a stream of events
+// sent fire-and-forget one after another, as applications send them, so
+// that several of one sender's tells can be on their way at once (the
+// node pipelines them) and a reordering on the way shows. The client of an
+// entry is "w<worker>"; its seq counts that worker's appends and tells, so
+// a checker can see order, loss and duplicates.
 func (Append) Generator(seed int64, worker int, o Options) func() Op {
 	kp := newKeyPicker(seed, worker, o)
 	client := fmt.Sprintf("w%d", worker)
 	seq := 0
+	burst, burstKey := 0, ""
+	entry := func(f, key string) Op {
+		seq++
+		return Op{F: f, Entity: key, Value: json.RawMessage(fmt.Sprintf(`{"client":%q,"seq":%d}`, client, seq))}
+	}
 	return func() Op {
+		if burst > 0 {
+			burst--
+			return entry("tell", burstKey)
+		}
 		key := fmt.Sprintf("log/l%d", kp.next())
 		switch r := kp.rng.IntN(10); {
 		case r < 2:
 			return Op{F: "read", Entity: key}
+		case r < 4:
+			burst, burstKey = kp.rng.IntN(5), key
+			return entry("tell", key)
 		default:
-			seq++
-			f := "append"
-			if r < 4 {
-				f = "tell"
-			}
-			return Op{F: f, Entity: key, Value: json.RawMessage(fmt.Sprintf(`{"client":%q,"seq":%d}`, client, seq))}
+			return entry("append", key)
 		}
 	}
 }
