@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -19,9 +20,11 @@ import (
 // timeouts while they last and for LivenessGrace after their heal (failure
 // detection, downing, restarts), but never into the final phase, which
 // starts once the cluster has converged and settled (15 s after the last
-// heal at least); graceful membership changes
-// (join, leave, rolling restart) excuse nothing. Tells are not judged (at
-// most once).
+// heal at least). Graceful membership changes (join, leave, rolling
+// restart) excuse nothing on the rest of the cluster; they excuse only the
+// operations sent to the nodes that leave, while the fault lasts: a node's
+// process exits once it has left, and a request that reached it just then
+// loses its connection. Tells are not judged (at most once).
 //
 // Definite failures are answers; only unknown outcomes (timeouts, lost
 // replies) and invocations never completed count.
@@ -68,7 +71,36 @@ func (Liveness) Check(ctx context.Context, h *history.File, _ string) Result {
 			final = op.Time
 		}
 	}
+	// Nodes that leave: operations sent to them are excused while they
+	// leave and stay away — a leave's inject until its heal (the restart),
+	// a joined node's heal (its leave), a rolling restart's inject.
+	type nodeWindow struct {
+		node     string
+		from, to int64
+	}
+	var leaving []nodeWindow
+	openLeave := map[string][]nodeWindow{}
 	for _, op := range h.Ops {
+		if op.Kind == history.Nemesis && !disruptive(op.F) {
+			action, began := nemesisAction(op)
+			for _, n := range nemesisTargets(op) {
+				switch {
+				case op.F == "member:join" && action == "heal",
+					op.F == "member:rolling-restart" && action == "inject":
+					leaving = append(leaving, nodeWindow{n, began, op.Time})
+				case strings.HasPrefix(op.F, "member:leave") && action == "inject":
+					openLeave[op.F] = append(openLeave[op.F], nodeWindow{n, began, end + 1})
+				}
+			}
+			if action == "heal" {
+				for _, w := range openLeave[op.F] {
+					w.to = op.Time
+					leaving = append(leaving, w)
+				}
+				delete(openLeave, op.F)
+			}
+			continue
+		}
 		if op.Kind != history.Nemesis || !disruptive(op.F) {
 			continue
 		}
@@ -88,6 +120,9 @@ func (Liveness) Check(ctx context.Context, h *history.File, _ string) Result {
 			}
 			delete(open, op.F)
 		}
+	}
+	for _, ws := range openLeave {
+		leaving = append(leaving, ws...)
 	}
 	for f, froms := range open {
 		for _, from := range froms {
@@ -126,7 +161,9 @@ func (Liveness) Check(ctx context.Context, h *history.File, _ string) Result {
 		} else if h.Truncated {
 			continue // the harness died: no answer was awaited to the end
 		}
-		if excusedAt(inv.Time, to) {
+		if excusedAt(inv.Time, to) || slices.ContainsFunc(leaving, func(w nodeWindow) bool {
+			return w.node == inv.Node && w.from <= to && inv.Time <= w.to
+		}) {
 			excusedN++
 			continue
 		}
@@ -160,6 +197,19 @@ func (Liveness) Check(ctx context.Context, h *history.File, _ string) Result {
 
 // nemesisAction reads a nemesis entry's action ("inject", "heal") and
 // when it began (the entry's own time if it does not say, or says later).
+// nemesisTargets returns the nodes a nemesis entry names as its targets.
+func nemesisTargets(op history.Op) []string {
+	var v struct {
+		Targets struct {
+			Targets []string `json:"targets"`
+		} `json:"targets"`
+	}
+	if json.Unmarshal(op.Value, &v) != nil {
+		return nil
+	}
+	return v.Targets.Targets
+}
+
 func nemesisAction(op history.Op) (string, int64) {
 	var v struct {
 		Action string `json:"action"`

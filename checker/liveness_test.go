@@ -14,6 +14,11 @@ func TestLiveness(t *testing.T) {
 		return b.add(history.Op{Time: tm, Kind: history.Nemesis, Process: -1, F: f,
 			Value: []byte(`{"action":"` + action + `","began":` + itoa(int(tm-1)) + `}`)})
 	}
+	// on names the fault's target node (process 0 talks to n1, 1 to n2).
+	on := func(b *hb, tm int64, f, action, node string) *hb {
+		return b.add(history.Op{Time: tm, Kind: history.Nemesis, Process: -1, F: f,
+			Value: []byte(`{"action":"` + action + `","began":` + itoa(int(tm-1)) + `,"targets":{"targets":["` + node + `"],"how":"one"}}`)})
+	}
 	tests := []struct {
 		name string
 		h    func() *hb
@@ -50,6 +55,30 @@ func TestLiveness(t *testing.T) {
 			b = b.inv(2*s, 0, "read", R, "").info(7*s, 0)
 			return nem(b, 8*s, "member:join", "heal")
 		}, false, Invalid},
+		{"a leave excuses operations sent to the node that leaves", func() *hb {
+			b := on(&hb{}, 1*s, "member:leave-one", "inject", "n1")
+			b = b.inv(2*s, 0, "read", R, "").info(3*s, 0)
+			return on(b, 8*s, "member:leave-one", "heal", "n1").inv(9*s, 1, "read", R, "").ok(10*s, 1, `{}`)
+		}, false, Valid},
+		{"a leave excuses nothing sent to other nodes", func() *hb {
+			b := on(&hb{}, 1*s, "member:leave-one", "inject", "n1")
+			b = b.inv(2*s, 1, "read", R, "").info(3*s, 1)
+			return on(b, 8*s, "member:leave-one", "heal", "n1")
+		}, false, Invalid},
+		{"a leave excuses nothing on its node after the restart", func() *hb {
+			b := on(on(&hb{}, 1*s, "member:leave-one", "inject", "n1"), 8*s, "member:leave-one", "heal", "n1")
+			return b.inv(9*s, 0, "read", R, "").info(10*s, 0)
+		}, false, Invalid},
+		{"a joined node's operations are judged until it leaves", func() *hb {
+			b := on(&hb{}, 1*s, "member:join", "inject", "n1")
+			b = b.inv(2*s, 0, "read", R, "").info(3*s, 0)
+			return on(b, 8*s, "member:join", "heal", "n1")
+		}, false, Invalid},
+		{"a joined node's leave excuses its operations", func() *hb {
+			b := on(&hb{}, 1*s, "member:join", "inject", "n1").inv(2*s, 1, "read", R, "").ok(3*s, 1, `{}`)
+			b = on(b.inv(7*s, 0, "read", R, ""), 9*s, "member:join", "heal", "n1")
+			return b.info(9*s+s/2, 0)
+		}, false, Valid},
 		{"an unhealed fault excuses until the end", func() *hb {
 			b := (&hb{}).inv(0, 1, "read", R, "").ok(1, 1, `{}`)
 			return nem(b, 1*s, "pause:one", "inject").inv(2*s, 0, "read", R, "").info(7*s, 0)
