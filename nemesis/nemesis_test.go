@@ -2,14 +2,20 @@ package nemesis
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/shardtest/shardtest/harness/nodeclient"
 )
 
 func TestPlanIsDeterministic(t *testing.T) {
@@ -92,8 +98,8 @@ func TestParse(t *testing.T) {
 		{spec: "", count: 0},
 		{spec: "none", count: 0},
 		{spec: "kill:oldest", want: []string{"kill:oldest"}},
-		{spec: "kill", count: 6}, // not kill:journal
-		{spec: "kill,kill:journal", count: 7},
+		{spec: "kill", count: 7}, // not kill:journal
+		{spec: "kill,kill:journal", count: 8},
 		{spec: "kill:one, kill:one", want: []string{"kill:one"}},
 		{spec: "partition", count: 10},
 		{spec: "clock", want: []string{"clock:bump", "clock:drift", "clock:strobe"}},
@@ -393,7 +399,7 @@ func TestRunnerCheck(t *testing.T) {
 		{"partition:majorities-ring", true, 0, 0}, // named in full: refused
 		{"partition,clock:bump", true, 0, 1},      // clock without the capability
 		{"clock", true, 0, 3},                     // nothing left
-		{"kill,pause", false, 10, 0},
+		{"kill,pause", false, 10, 1}, // kill:oldest-half needs 4 nodes
 	}
 	for _, tt := range tests {
 		t.Run(tt.spec, func(t *testing.T) {
@@ -424,5 +430,81 @@ func TestChecksRefuse(t *testing.T) {
 	env.Capabilities = []string{"clock"}
 	if err := mustParse(t, "clock:bump")[0].Check(env); err != nil {
 		t.Errorf("clock:bump refused with the clock capability: %v", err)
+	}
+}
+
+// TestRunnerOverlaps: a scripted schedule overlaps faults of different
+// keys; each heal undoes its own key, and what is active at the end is
+// healed, the latest first.
+func TestRunnerOverlaps(t *testing.T) {
+	fc := newFake(3)
+	var events []string
+	r := &Runner{Env: &Env{Cluster: fc}, Faults: mustParse(t, "kill:one,pause:one"),
+		Record: func(e Event) { events = append(events, e.Action+" "+e.Fault) }}
+	ms := time.Millisecond
+	plan := []Step{
+		{At: 0, Fault: "kill:one", Key: "a", Seed: 1},
+		{At: ms, Fault: "pause:one", Seed: 2},
+		{At: 2 * ms, Fault: "kill:one", Key: "b", Seed: 3},
+		{At: 3 * ms, Fault: "kill:one", Key: "a", Heal: true},
+	}
+	if err := ValidateSchedule(plan); err != nil {
+		t.Fatal(err)
+	}
+	r.Run(context.Background(), time.Now(), plan)
+	want := []string{"inject kill:one", "inject pause:one", "inject kill:one", "heal kill:one", "heal kill:one", "heal pause:one"}
+	if !slices.Equal(events, want) {
+		t.Fatalf("events %q, want %q", events, want)
+	}
+	if len(fc.killed) != 0 || len(fc.paused) != 0 {
+		t.Fatalf("left injected: killed %v, paused %v", fc.killed, fc.paused)
+	}
+}
+
+func TestValidateSchedule(t *testing.T) {
+	tests := []struct {
+		name  string
+		steps []Step
+		ok    bool
+	}{
+		{"empty", nil, true},
+		{"inject, heal", []Step{{Fault: "kill:one"}, {At: 1, Fault: "kill:one", Heal: true}}, true},
+		{"unhealed is fine (healed at the end)", []Step{{Fault: "kill:one"}}, true},
+		{"out of order", []Step{{At: 2, Fault: "kill:one"}, {At: 1, Fault: "pause:one"}}, false},
+		{"heal of nothing", []Step{{Fault: "kill:one", Heal: true}}, false},
+		{"heal of another key", []Step{{Fault: "kill:one", Key: "a"}, {Fault: "kill:one", Heal: true}}, false},
+		{"bad target", []Step{{Fault: "clock:bump", Target: "most"}}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if err := ValidateSchedule(tt.steps); (err == nil) != tt.ok {
+				t.Fatalf("err %v, want ok %v", err, tt.ok)
+			}
+		})
+	}
+}
+
+// TestOldestHalf: kill:oldest-half picks the ⌊n/2⌋ members with the
+// lowest up-numbers, as the node that lists the most members up sees them.
+func TestOldestHalf(t *testing.T) {
+	members := []nodeclient.Member{
+		{UID: "n1@a", UpNumber: 7, Status: "up"}, {UID: "n2@a", UpNumber: 2, Status: "up"},
+		{UID: "n3@a", UpNumber: 3, Status: "up"}, {UID: "n4@a", UpNumber: 1, Status: "up"},
+		{UID: "n5@a", UpNumber: 5, Status: "up"}, {UID: "n6@a", UpNumber: 0, Status: "leaving"},
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		json.NewEncoder(w).Encode(nodeclient.Status{Members: members})
+	}))
+	defer srv.Close()
+	fc := newFake(6)
+	for i := range fc.nodes {
+		fc.nodes[i].HTTPAddr = strings.TrimPrefix(srv.URL, "http://")
+	}
+	got, err := pick(context.Background(), &Env{Cluster: fc}, rand.New(rand.NewPCG(1, 2)), nodeNames(&Env{Cluster: fc}), RoleOldestHalf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"n2", "n3", "n4"}; !slices.Equal(got, want) {
+		t.Fatalf("oldest half %v, want %v (lowest up-numbers among members up)", got, want)
 	}
 }

@@ -26,6 +26,8 @@ func targetDoc(how string) string {
 		return "every node"
 	case RoleOldest:
 		return "the oldest node"
+	case RoleOldestHalf:
+		return "the oldest half of the nodes at once (3 of 6: the singletons' home and the next two in line)"
 	case RoleCoordinator:
 		return "the node running a shard coordinator"
 	case RoleSingleton:
@@ -38,12 +40,12 @@ func targetDoc(how string) string {
 
 func killFaults() []Fault {
 	var out []Fault
-	for _, how := range []string{"one", "minority", "majority", "all", RoleOldest, RoleCoordinator, journalName} {
+	for _, how := range []string{"one", "minority", "majority", "all", RoleOldest, RoleOldestHalf, RoleCoordinator, journalName} {
 		out = append(out, Fault{
 			Name:  "kill:" + how,
 			Doc:   "crash (SIGKILL) " + targetDoc(how) + "; heal restarts it with its disk",
 			optIn: how == journalName,
-			check: runtimeCan(FeatureKill),
+			check: killCheck(how),
 			inject: func(ctx context.Context, env *Env, rng *rand.Rand) (*Active, error) {
 				targets := []string{journalName}
 				if how != journalName {
@@ -60,6 +62,14 @@ func killFaults() []Fault {
 		})
 	}
 	return out
+}
+
+func killCheck(how string) func(*Env) error {
+	if how == RoleOldestHalf {
+		// On fewer than 4 nodes it is kill:oldest.
+		return all(runtimeCan(FeatureKill), atLeast(4))
+	}
+	return runtimeCan(FeatureKill)
 }
 
 // startAll starts killed nodes again. The first node of the cluster (the

@@ -18,7 +18,22 @@ const (
 	RoleOldest      = "oldest"
 	RoleCoordinator = "coordinator"
 	RoleSingleton   = "singleton"
+	// RoleOldestHalf: the ⌊n/2⌋ oldest nodes (3 of 6: the singletons' home
+	// and the two next in line).
+	RoleOldestHalf = "oldest-half"
 )
+
+// targetKey carries a step's Target through the context to pick.
+type targetKey struct{}
+
+// withTarget fixes the choice of faults that pick "one node, a minority or
+// all" at random (Step.Target).
+func withTarget(ctx context.Context, how string) context.Context {
+	if how == "" {
+		return ctx
+	}
+	return context.WithValue(ctx, targetKey{}, how)
+}
 
 // idGenerator is the singleton the idgen workload uses.
 const idGenerator = "id-generator"
@@ -110,6 +125,37 @@ func findRole(ctx context.Context, env *Env, role string) (string, error) {
 	return "", fmt.Errorf("unknown role %q", role)
 }
 
+// oldest returns the k oldest nodes that are up, by up-number, as the
+// node that lists the most members up sees them.
+func oldest(ctx context.Context, env *Env, k int) ([]string, error) {
+	var best []nodeclient.Member
+	for _, st := range statuses(ctx, env) {
+		var up []nodeclient.Member
+		for _, m := range st.Members {
+			if m.Status == "up" {
+				up = append(up, m)
+			}
+		}
+		if len(up) > len(best) {
+			best = up
+		}
+	}
+	if len(best) < k || k < 1 {
+		return nil, fmt.Errorf("want the %d oldest nodes, but %d members are up", k, len(best))
+	}
+	sort.Slice(best, func(i, j int) bool {
+		if best[i].UpNumber != best[j].UpNumber {
+			return best[i].UpNumber < best[j].UpNumber
+		}
+		return best[i].UID < best[j].UID
+	})
+	var out []string
+	for _, m := range best[:k] {
+		out = append(out, nameOf(m.UID))
+	}
+	return sorted(out), nil
+}
+
 // nodeNames returns the cluster's node names in the runtime's order.
 func nodeNames(env *Env) []string {
 	var out []string
@@ -134,8 +180,13 @@ func pick(ctx context.Context, env *Env, rng *rand.Rand, names []string, how str
 	case "all":
 		return sorted(shuffled), nil
 	case "some":
-		// One node, a minority or all, at random.
+		// One node, a minority or all: at random, unless the step fixed it.
+		if how, ok := ctx.Value(targetKey{}).(string); ok && how != "some" {
+			return pick(ctx, env, rng, names, how)
+		}
 		return pick(ctx, env, rng, names, []string{"one", "minority", "all"}[rng.IntN(3)])
+	case RoleOldestHalf:
+		return oldest(ctx, env, n/2)
 	}
 	node, err := findRole(ctx, env, how)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"time"
 )
 
@@ -14,10 +15,51 @@ type Step struct {
 	At time.Duration `json:"at_ns"`
 	// Fault is the fault's full name.
 	Fault string `json:"fault"`
-	// Heal: undo the fault injected by the previous step.
+	// Heal: undo the fault injected under the same key.
 	Heal bool `json:"heal,omitempty"`
+	// Key names an injected fault for its heal, so that faults can
+	// overlap (a scripted scenario: clock skew during a join); "" is the
+	// fault's name. Injecting a key that is still active heals it first.
+	Key string `json:"key,omitempty"`
+	// Target fixes the choice of a fault that picks one node, a minority
+	// or every node at random (clock faults, journal-cut): "one",
+	// "minority" or "all"; "" leaves it to the seed.
+	Target string `json:"target,omitempty"`
 	// Seed drives the fault's own random choices (targets, shapes).
 	Seed uint64 `json:"seed,omitempty"`
+}
+
+// key is the step's Key, or its fault's name.
+func (s Step) key() string {
+	if s.Key != "" {
+		return s.Key
+	}
+	return s.Fault
+}
+
+// ValidateSchedule checks a scripted schedule: steps in time order, known
+// targets, every heal after an inject of its key.
+func ValidateSchedule(steps []Step) error {
+	active := map[string]bool{}
+	for i, s := range steps {
+		if i > 0 && s.At < steps[i-1].At {
+			return fmt.Errorf("schedule step %d (%s at %v) comes before the step ahead of it", i, s.Fault, s.At)
+		}
+		switch s.Target {
+		case "", "one", "minority", "all":
+		default:
+			return fmt.Errorf("schedule step %d: target %q: want one, minority or all", i, s.Target)
+		}
+		if s.Heal {
+			if !active[s.key()] {
+				return fmt.Errorf("schedule step %d heals %s, which is not injected then", i, s.key())
+			}
+			delete(active, s.key())
+			continue
+		}
+		active[s.key()] = true
+	}
+	return nil
 }
 
 // Plan is the fault schedule for a main phase of length limit: after a
@@ -100,48 +142,57 @@ func (r *Runner) Check() (dropped []error, err error) {
 }
 
 // Run performs plan, with At counted from start, until the plan ends or
-// ctx ends; a fault active then is healed (heals run on their own, even
-// after ctx ends). It returns when nothing is left injected.
+// ctx ends; faults still active then are healed, the latest first (heals
+// run on their own, even after ctx ends). It returns when nothing is left
+// injected. Faults of different keys may overlap.
 func (r *Runner) Run(ctx context.Context, start time.Time, plan []Step) {
 	faults := map[string]Fault{}
 	for _, f := range r.Faults {
 		faults[f.Name] = f
 	}
-	var active *Active
-	var activeFault string
-	heal := func() {
-		if active == nil {
+	type injected struct {
+		key, fault string
+		active     *Active
+	}
+	var active []injected // in order of injection
+	heal := func(key string) {
+		i := slices.IndexFunc(active, func(a injected) bool { return a.key == key })
+		if i < 0 {
 			return
 		}
+		a := active[i]
+		active = slices.Delete(active, i, i+1)
 		hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*settle)
 		defer cancel()
 		began := time.Now()
-		targets, err := active.Heal(hctx)
-		r.Record(Event{Fault: activeFault, Action: "heal", Began: began, Targets: targets, Err: err})
-		active, activeFault = nil, ""
+		targets, err := a.active.Heal(hctx)
+		r.Record(Event{Fault: a.fault, Action: "heal", Began: began, Targets: targets, Err: err})
 	}
-	defer heal()
+	defer func() {
+		for len(active) > 0 {
+			heal(active[len(active)-1].key)
+		}
+	}()
 	for _, s := range plan {
 		if err := sleep(ctx, time.Until(start.Add(s.At))); err != nil {
 			return
 		}
+		heal(s.key()) // a heal step, or a key injected again
 		if s.Heal {
-			heal()
 			continue
 		}
-		heal() // a plan never overlaps faults
 		f, ok := faults[s.Fault]
 		if !ok {
 			r.Record(Event{Fault: s.Fault, Action: "inject", Began: time.Now(), Err: fmt.Errorf("unknown fault %q", s.Fault)})
 			continue
 		}
 		began := time.Now()
-		a, err := f.Inject(ctx, r.Env, rand.New(rand.NewPCG(s.Seed, 0x74617267657473))) // "targets"
+		a, err := f.Inject(withTarget(ctx, s.Target), r.Env, rand.New(rand.NewPCG(s.Seed, 0x74617267657473))) // "targets"
 		var targets any
 		if a != nil {
 			targets = a.Targets
 		}
 		r.Record(Event{Fault: f.Name, Action: "inject", Began: began, Targets: targets, Err: err})
-		active, activeFault = a, f.Name
+		active = append(active, injected{s.key(), f.Name, a})
 	}
 }
