@@ -399,7 +399,7 @@ func TestRunnerCheck(t *testing.T) {
 		{"partition:majorities-ring", true, 0, 0}, // named in full: refused
 		{"partition,clock:bump", true, 0, 1},      // clock without the capability
 		{"clock", true, 0, 3},                     // nothing left
-		{"kill,pause", false, 10, 1}, // kill:oldest-half needs 4 nodes
+		{"kill,pause", false, 10, 1},              // kill:oldest-half needs 4 nodes
 	}
 	for _, tt := range tests {
 		t.Run(tt.spec, func(t *testing.T) {

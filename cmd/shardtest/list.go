@@ -8,20 +8,24 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/shardtest/shardtest/checker"
+	"github.com/shardtest/shardtest/harness/run"
+	"github.com/shardtest/shardtest/harness/scenario"
 	"github.com/shardtest/shardtest/nemesis"
 	"github.com/shardtest/shardtest/workloads"
 )
 
 // listKinds are what list can show, in order.
-var listKinds = []string{"workloads", "nemeses", "checkers"}
+var listKinds = []string{"workloads", "nemeses", "checkers", "scenarios"}
 
 func newListCmd() *cobra.Command {
 	return &cobra.Command{
-		Use:   "list [workloads|nemeses|checkers]",
-		Short: "List the available workloads, nemeses and checkers",
+		Use:   "list [workloads|nemeses|checkers|scenarios]",
+		Short: "List the available workloads, nemeses, checkers and scenarios",
 		Long: `List what a test can be composed of: workloads (with the node capability
-each needs and what a correct system must show), nemeses and checkers.
-With no argument all three are listed. Takes no flags.`,
+each needs and what a correct system must show), nemeses and checkers; and
+the scenarios (shardtest run --scenario, shardtest test-all), each with its
+danger, its cluster and fault schedule, what must hold, and the deliberate
+bug it is meant to catch. With no argument all are listed. Takes no flags.`,
 		ValidArgs: listKinds,
 		Args:      cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -77,6 +81,38 @@ func writeList(w io.Writer, kinds []string) error {
 			for _, wl := range workloads.All() {
 				for _, c := range checker.ForWorkload(wl.Name()) {
 					fmt.Fprintf(w, "  %-14s %s\n", c.Name(), wl.Name())
+				}
+			}
+			fmt.Fprintf(w, "  scenarios add: %s\n", strings.Join(run.ExpectationNames(), ", "))
+		case "scenarios":
+			fmt.Fprintln(w, "Scenarios: (shardtest run --scenario NAME; shardtest test-all [--smoke])")
+			for _, s := range scenario.Catalog() {
+				tags := ""
+				if s.Smoke {
+					tags += " [smoke]"
+				}
+				if s.Docker {
+					tags += " [docker only]"
+				}
+				fmt.Fprintf(w, "  %s%s\n", s.Name, tags)
+				bug := "none of the reference node's deliberate bugs is about this situation"
+				if s.Bug != "" {
+					bug = s.Bug + " (caught by " + s.Checker + ")"
+				}
+				for _, field := range []struct{ label, text string }{
+					{"danger", s.Danger},
+					{"cluster", fmt.Sprintf("%d nodes, workload %s over %d entities, %v main phase %s", s.Nodes, s.Workload, s.Entities, s.Limit, strings.Join(s.NodeArgs, " "))},
+					{"faults", s.FaultDoc()},
+					{"holds", s.Holds},
+					{"catches", bug},
+				} {
+					for j, line := range wrap(field.text, 64) {
+						label := ""
+						if j == 0 {
+							label = field.label + ":"
+						}
+						fmt.Fprintf(w, "      %-9s %s\n", label, line)
+					}
 				}
 			}
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/shardtest/shardtest/harness/history"
 	"github.com/shardtest/shardtest/harness/report"
 	"github.com/shardtest/shardtest/harness/run"
+	"github.com/shardtest/shardtest/harness/scenario"
 	"github.com/shardtest/shardtest/workloads"
 )
 
@@ -43,6 +45,8 @@ func newRunCmd() *cobra.Command {
 		basePort  int
 		testCount int
 		keep      bool
+		// scenarioName takes the test from the catalogue.
+		scenarioName string
 	)
 	cmd := &cobra.Command{
 		Use:   "run",
@@ -79,6 +83,12 @@ Exit status: 0 valid, 1 invalid, 2 unknown (including a workload with no
 checker yet), 3 the test could not run; with --test-count, the worst.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if scenarioName != "" {
+				var err error
+				if o, err = scenarioOptions(cmd, scenarioName, o); err != nil {
+					return &exitError{exitCannotRun, err}
+				}
+			}
 			if o.Name == "" {
 				o.Name = o.Workload
 			}
@@ -99,17 +109,9 @@ checker yet), 3 the test could not run; with --test-count, the worst.`,
 			if err != nil {
 				return err
 			}
-			var rt run.Runtime
-			switch o.Runtime {
-			case "docker":
-				rt = run.Docker{Binary: binary, Image: o.Image, NodeArgs: o.NodeArgs, Log: logger}
-			case "local":
-				if binary != "" || o.Image != "" {
-					return &exitError{exitCannotRun, errors.New("--binary and --image are for --runtime docker")}
-				}
-				rt = run.Local{BasePort: basePort, NodeArgs: o.NodeArgs, Log: logger}
-			default:
-				return &exitError{exitCannotRun, fmt.Errorf("--runtime %q: want docker or local", o.Runtime)}
+			rt, err := newRuntime(o, binary, basePort, logger)
+			if err != nil {
+				return &exitError{exitCannotRun, err}
 			}
 			// Each test of --test-count gets the next seed, so the series
 			// is reproducible from the first.
@@ -151,7 +153,8 @@ checker yet), 3 the test could not run; with --test-count, the worst.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.Name, "name", "", "test name, the results folder (default: the workload's name)")
+	f.StringVar(&scenarioName, "scenario", "", "run a scenario of the catalogue (shardtest list scenarios): it sets the cluster, workload, faults and checkers; --seed, --runtime, --node-arg and the output flags still apply")
+	f.StringVar(&o.Name, "name", "", "test name, the results folder (default: the workload's or scenario's name)")
 	f.StringVar(&o.Runtime, "runtime", "docker", "where nodes run: docker or local (child processes on 127.0.0.1)")
 	f.StringVar(&o.Workload, "workload", "register", "workload: register, append or idgen (shardtest list workloads)")
 	f.IntVar(&o.Nodes, "nodes", 3, "number of nodes")
@@ -173,6 +176,48 @@ checker yet), 3 the test could not run; with --test-count, the worst.`,
 	f.StringVar(&binary, "binary", "", "docker: static shardtest binary for the node image (default: this one, or a CGO_ENABLED=0 build)")
 	f.IntVar(&basePort, "base-port", 17400, "local: journal port; node i uses base+i (HTTP) and base+100+i (gossip)")
 	return cmd
+}
+
+// scenarioFlags are run's flags a scenario sets itself.
+var scenarioFlags = []string{"workload", "nodes", "concurrency", "rate", "time-limit", "op-timeout", "entities", "skew", "per-entity", "nemesis", "nemesis-interval"}
+
+// scenarioOptions returns the named scenario's options, keeping what the
+// user may still choose (name, seed, runtime, image, extra node flags) from
+// flags, and refusing flags the scenario sets.
+func scenarioOptions(cmd *cobra.Command, name string, flags run.Options) (run.Options, error) {
+	s, err := scenario.Named(name)
+	if err != nil {
+		return run.Options{}, err
+	}
+	for _, f := range scenarioFlags {
+		if cmd.Flags().Changed(f) {
+			return run.Options{}, fmt.Errorf("--%s: scenario %s sets it (shardtest list scenarios)", f, name)
+		}
+	}
+	if s.Docker && flags.Runtime != "docker" {
+		return run.Options{}, fmt.Errorf("scenario %s needs --runtime docker (its faults need kernel packet filters)", name)
+	}
+	o := s.Options(flags.Seed, flags.Runtime, false)
+	o.NodeArgs = append(o.NodeArgs, flags.NodeArgs...)
+	o.Image = flags.Image
+	if cmd.Flags().Changed("name") {
+		o.Name = flags.Name
+	}
+	return o, nil
+}
+
+// newRuntime returns the runtime o names.
+func newRuntime(o run.Options, binary string, basePort int, logger *slog.Logger) (run.Runtime, error) {
+	switch o.Runtime {
+	case "docker":
+		return run.Docker{Binary: binary, Image: o.Image, NodeArgs: o.NodeArgs, Log: logger}, nil
+	case "local":
+		if binary != "" || o.Image != "" {
+			return nil, errors.New("--binary and --image are for --runtime docker")
+		}
+		return run.Local{BasePort: basePort, NodeArgs: o.NodeArgs, Log: logger}, nil
+	}
+	return nil, fmt.Errorf("--runtime %q: want docker or local", o.Runtime)
 }
 
 func exitFor(v checker.Verdict) int {
@@ -258,7 +303,7 @@ as for run.`,
 			if h.Truncated {
 				fmt.Fprintln(out, "the history ends with a cut-off line (the harness stopped while writing it)")
 			}
-			verdict, results := run.Check(cmd.Context(), o.Workload, h, dir)
+			verdict, results := run.Check(cmd.Context(), o, h, dir)
 			fmt.Fprintf(out, "verdict: %s\n", verdict)
 			printChecks(out, results)
 			if cmd.Context().Err() == nil {

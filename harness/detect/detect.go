@@ -105,6 +105,13 @@ func Cases() []Case {
 			Why:      "graceful joins and leaves move shards; messages buffered during a hand-off are thrown away, so asks get no answer with no fault to excuse it",
 		},
 		{
+			Bug: "reorder-buffered", Checker: "sender-order", Workload: "append",
+			Nemesis: "member:join,member:leave-one", Interval: 5 * time.Second, Limit: 30 * time.Second, Entities: 10,
+			NodeArgs: []string{"--rebalance-interval=1s"},
+			BugArgs:  []string{"--bugs=reorder-buffered"},
+			Why:      "joins and leaves move shards; tells a sender pipelined while their shard was between homes wait in the region's buffer and come out newest first",
+		},
+		{
 			Bug: "no-coordinator-persistence", Checker: "hand-off", Workload: "register",
 			Nemesis: "kill:coordinator", Interval: 3 * time.Second, Limit: 20 * time.Second, Entities: 50,
 			BugArgs: []string{"--bugs=no-coordinator-persistence"},

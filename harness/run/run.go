@@ -14,6 +14,7 @@ import (
 	"runtime/debug"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -69,6 +70,14 @@ type Options struct {
 	// time between fault actions (nemesis.Plan).
 	Nemesis         string        `json:"nemesis,omitempty"`
 	NemesisInterval time.Duration `json:"nemesis_interval_ns,omitempty"`
+	// Schedule is a scripted fault schedule (a scenario's), instead of
+	// Nemesis: steps at fixed offsets from the main phase's start, faults
+	// named in full, possibly overlapping.
+	Schedule []nemesis.Step `json:"schedule,omitempty"`
+	// Scenario names the scenario these options come from, if any.
+	Scenario string `json:"scenario,omitempty"`
+	// Expect adds the scenario's own checkers to the workload's.
+	Expect []Expectation `json:"expect,omitempty"`
 
 	// Recorded by Run, not set by the user: the harness's build, and the
 	// image the nodes ran from (Docker).
@@ -103,7 +112,54 @@ func (o Options) Validate() error {
 	if _, err := nemesis.Parse(o.Nemesis); err != nil {
 		return err
 	}
+	if len(o.Schedule) > 0 {
+		if o.Nemesis != "" {
+			return errors.New("a test has either --nemesis or a scripted schedule (a scenario's), not both")
+		}
+		if err := nemesis.ValidateSchedule(o.Schedule); err != nil {
+			return err
+		}
+		for i, st := range o.Schedule {
+			if st.At < 0 || st.At >= o.TimeLimit {
+				return fmt.Errorf("schedule step %d (%s at %v) is outside the main phase (--time-limit %v)", i, st.Fault, st.At, o.TimeLimit)
+			}
+			fs, err := nemesis.Parse(st.Fault)
+			if err != nil {
+				return fmt.Errorf("schedule step %d: %w", i, err)
+			}
+			if len(fs) != 1 || fs[0].Name != st.Fault {
+				return fmt.Errorf("schedule step %d: %q: name one fault in full (family:variant)", i, st.Fault)
+			}
+		}
+	}
+	for _, e := range o.Expect {
+		if _, err := e.Checker(); err != nil {
+			return err
+		}
+	}
 	return nil
+}
+
+// faults is the --nemesis list, or the faults a scripted schedule names.
+func (o Options) faults() string {
+	if len(o.Schedule) == 0 {
+		return o.Nemesis
+	}
+	var names []string
+	for _, st := range o.Schedule {
+		if !slices.Contains(names, st.Fault) {
+			names = append(names, st.Fault)
+		}
+	}
+	return strings.Join(names, ",")
+}
+
+// plan is the fault schedule: the scripted one, or the seed's.
+func (o Options) plan(faults []string) []nemesis.Step {
+	if len(o.Schedule) > 0 {
+		return o.Schedule
+	}
+	return nemesis.Plan(o.Seed, faults, o.NemesisInterval, o.TimeLimit)
 }
 
 // Result is what results.json holds.
@@ -119,11 +175,20 @@ type Result struct {
 	Checks  []checker.Result `json:"checks"`
 }
 
-// Check runs the workload's checkers on a stored run's history; their
-// files (visualizations) go into dir.
-func Check(ctx context.Context, workload string, h *history.File, dir string) (checker.Verdict, []checker.Result) {
+// Check runs the workload's checkers, and the expectations of o, on a
+// stored run's history; their files (visualizations) go into dir.
+func Check(ctx context.Context, o Options, h *history.File, dir string) (checker.Verdict, []checker.Result) {
 	results := []checker.Result{}
-	for _, c := range checker.ForWorkload(workload) {
+	checkers := checker.ForWorkload(o.Workload)
+	for _, e := range o.Expect {
+		c, err := e.Checker()
+		if err != nil {
+			results = append(results, checker.Result{Checker: e.Name, Verdict: checker.Unknown, Summary: err.Error()})
+			continue
+		}
+		checkers = append(checkers, c)
+	}
+	for _, c := range checkers {
 		results = append(results, c.Check(ctx, h, dir))
 	}
 	return checker.Combine(results), results
@@ -229,8 +294,7 @@ func (t *Test) Run(ctx context.Context, resultsRoot string) (Result, error) {
 	go func() {
 		defer close(nemDone)
 		if nem != nil {
-			plan := nemesis.Plan(o.Seed, nemesis.Names(nem.Faults), o.NemesisInterval, o.TimeLimit)
-			nem.Run(mctx, time.Now(), plan)
+			nem.Run(mctx, time.Now(), o.plan(nemesis.Names(nem.Faults)))
 		}
 	}()
 	touched := t.drive(mctx, hw, nodes, clients)
@@ -253,7 +317,7 @@ func (t *Test) Run(ctx context.Context, resultsRoot string) (Result, error) {
 		return res, fmt.Errorf("reading back the history: %w", err)
 	}
 	res.Summary = h.Summarize()
-	res.Verdict, res.Checks = Check(ctx, o.Workload, h, dir)
+	res.Verdict, res.Checks = Check(ctx, o, h, dir)
 	res.Duration = time.Since(start)
 	if err := writeJSON(filepath.Join(dir, "results.json"), res); err != nil {
 		return res, err
@@ -436,7 +500,7 @@ func checkCapability(ctx context.Context, c *nodeclient.Client, w workloads.Work
 // faults the runtime or the implementation cannot take. Its events go into
 // the history as they take effect.
 func (t *Test) nemesis(cl Cluster, caps nodeclient.Capabilities, hw *history.Writer) (*nemesis.Runner, error) {
-	faults, err := nemesis.Parse(t.Options.Nemesis)
+	faults, err := nemesis.Parse(t.Options.faults())
 	if err != nil || len(faults) == 0 {
 		return nil, err
 	}

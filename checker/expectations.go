@@ -1,0 +1,555 @@
+package checker
+
+// Expectation checkers: a scenario adds them to its workload's checkers to
+// check what it promises about its own faults (shards moved to a joined
+// node, the surviving side of a split serves, requests wait out a cut).
+// They judge only the faults they are given; a history without such a
+// fault is unknown, never valid.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/shardtest/shardtest/harness/history"
+)
+
+// faultSpan is one inject of a fault and its heal, read from the nemesis
+// entries.
+type faultSpan struct {
+	fault string
+	// inject is the inject entry's index in File.Ops; began when the
+	// harness started injecting, at when the fault had taken effect.
+	inject    int
+	began, at int64
+	// healAt is when the heal took effect (healed), or the end of the
+	// history (not healed).
+	healAt int64
+	healed bool
+	// injectErr and healErr are the entries' errors.
+	injectErr, healErr string
+	targets            []string
+}
+
+func (s faultSpan) String() string {
+	return fmt.Sprintf("%s injected at %.1f s", s.fault, nsToSecs(s.at))
+}
+
+// faultSpans pairs the inject entries of the faults match accepts with
+// their heals: an inject's heal is the next heal entry of the same fault,
+// skipping heals that name targets and none of the inject's (two injects
+// of one fault under different schedule keys, e.g. two joined nodes).
+// Failed injects are kept (callers skip them); unhealed ones end at end.
+func faultSpans(ops []history.Op, match func(string) bool) []faultSpan {
+	var spans []faultSpan
+	open := map[string][]int{} // fault -> indexes into spans
+	end := historyEnd(ops)
+	for i := range ops {
+		op := ops[i]
+		if op.Kind != history.Nemesis || !match(op.F) {
+			continue
+		}
+		action, began := nemesisAction(op)
+		switch action {
+		case "inject":
+			open[op.F] = append(open[op.F], len(spans))
+			spans = append(spans, faultSpan{fault: op.F, inject: i, began: began, at: op.Time, healAt: max(end, op.Time),
+				injectErr: op.Error, targets: nemesisTargets(op)})
+		case "heal":
+			healTargets := nemesisTargets(op)
+			var still []int
+			for _, k := range open[op.F] {
+				s := &spans[k]
+				if len(healTargets) > 0 && len(s.targets) > 0 && !intersects(healTargets, s.targets) {
+					still = append(still, k)
+					continue
+				}
+				s.healAt, s.healed, s.healErr = max(op.Time, s.at), true, op.Error
+			}
+			open[op.F] = still
+		}
+	}
+	return spans
+}
+
+func intersects(a, b []string) bool {
+	for _, x := range a {
+		for _, y := range b {
+			if x == y {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// historyEnd is the latest time in the history (0 when empty).
+func historyEnd(ops []history.Op) int64 {
+	var end int64
+	for _, op := range ops {
+		end = max(end, op.Time)
+	}
+	return end
+}
+
+func hasPrefix(prefix string) func(string) bool {
+	return func(f string) bool { return strings.HasPrefix(f, prefix) }
+}
+
+func stopped(res Result, err error) Result {
+	res.Verdict, res.Summary, res.Evidence = Unknown, "stopped: "+err.Error(), nil
+	return res
+}
+
+// ShardsMoved checks, from node events, that shards rebalance to a joined
+// node: for every member:join fault (its target is the new node), the
+// node's region must have started at least Min distinct shards (entity
+// type and shard) while it was a member, i.e. with a shard-started event
+// it logged (its member, or the polled node when the event names no
+// member) whose window reaches into [the inject's beginning, the heal]
+// (the end of the history when never healed). Windows, not Lo alone: a
+// node's first polled events carry Lo 0. Each event counts for the latest
+// join of its node that began before the harness received it. Failed
+// injects, and joined nodes of which no event was recorded, are not
+// judged; unknown when no join was judged or no node events were recorded.
+type ShardsMoved struct {
+	// Min is the least number of shards each joined node must start; 0
+	// (or less) means 2.
+	Min int
+}
+
+// Name implements Checker.
+func (ShardsMoved) Name() string { return "shards-moved" }
+
+// Check implements Checker.
+func (c ShardsMoved) Check(ctx context.Context, h *history.File, dir string) Result {
+	res := Result{Checker: c.Name(), Verdict: Unknown}
+	want := c.Min
+	if want <= 0 {
+		want = 2
+	}
+	if err := ctx.Err(); err != nil {
+		return stopped(res, err)
+	}
+	spans := faultSpans(h.Ops, func(f string) bool { return f == "member:join" })
+	var notes []string
+	type join struct {
+		span   faultSpan
+		node   string
+		judged bool
+		shards map[string]bool
+		logged int // events the node logged while it was a member
+	}
+	byNode := map[string][]*join{}
+	var joins []*join
+	for _, s := range spans {
+		j := &join{span: s, shards: map[string]bool{}}
+		if len(s.targets) > 0 {
+			j.node = s.targets[0]
+		}
+		switch {
+		case s.injectErr != "":
+			notes = append(notes, fmt.Sprintf("%s: not judged, the inject failed: %s", s, s.injectErr))
+		case j.node == "":
+			notes = append(notes, fmt.Sprintf("%s: not judged, the entry names no node", s))
+		default:
+			j.judged = true
+		}
+		joins = append(joins, j)
+		if j.node != "" {
+			byNode[j.node] = append(byNode[j.node], j)
+		}
+	}
+	judged := 0
+	for _, j := range joins {
+		if j.judged {
+			judged++
+		}
+	}
+	if judged == 0 {
+		res.Summary = "nothing to judge: no member:join fault was injected"
+		if len(spans) > 0 {
+			res.Summary = fmt.Sprintf("nothing to judge: none of the %d member:join injects took effect", len(spans))
+		}
+		res.Evidence = limit(notes)
+		return res
+	}
+	evs, err := history.ReadEventsFile(filepath.Join(dir, "events.jsonl"))
+	switch {
+	case errors.Is(err, history.ErrNoEvents):
+		res.Summary = "no node events were recorded (the implementation lacks the events capability, or an older run): cannot see shards start"
+		return res
+	case err != nil:
+		res.Summary = "node events unreadable: " + err.Error()
+		return res
+	}
+	if evs.Truncated {
+		notes = append(notes, "events.jsonl ends with a cut-off line (the harness stopped while writing it); it was left out")
+	}
+	for _, js := range byNode {
+		sort.SliceStable(js, func(a, b int) bool { return js[a].span.began < js[b].span.began })
+	}
+	// joinOf is the latest join of node that began by the time the harness
+	// had e, if e may have happened before its heal.
+	joinOf := func(node string, e *history.NodeEvent) *join {
+		js := byNode[node]
+		k := sort.Search(len(js), func(k int) bool { return js[k].span.began > e.Hi }) - 1
+		if k < 0 || e.Lo > js[k].span.healAt {
+			return nil
+		}
+		return js[k]
+	}
+	for i := range evs.Events {
+		if i%4096 == 0 && ctx.Err() != nil {
+			return stopped(res, ctx.Err())
+		}
+		e := &evs.Events[i]
+		if j := joinOf(e.Node, e); j != nil {
+			j.logged++
+		}
+		if e.Type != "shard-started" || e.Shard == "" {
+			continue
+		}
+		node := e.Node
+		if e.Member != "" {
+			node, _, _ = strings.Cut(e.Member, "@")
+		}
+		if j := joinOf(node, e); j != nil {
+			j.shards[e.EntityType+"/"+e.Shard] = true
+		}
+	}
+	if len(evs.Events) == 0 {
+		res.Summary = "no node events were recorded: cannot see shards start"
+		res.Evidence = notes
+		return res
+	}
+	var bad, good []string
+	for _, j := range joins {
+		if !j.judged {
+			continue
+		}
+		if j.logged == 0 && len(j.shards) == 0 {
+			// Not even its member-up: the harness never read its log.
+			notes = append(notes, fmt.Sprintf("%s joined at %.1f s: not judged, no events from it were recorded", j.node, nsToSecs(j.span.at)))
+			judged--
+			continue
+		}
+		shards := make([]string, 0, len(j.shards))
+		for s := range j.shards {
+			shards = append(shards, s)
+		}
+		sort.Strings(shards)
+		list := shards
+		if len(list) > maxEvidence {
+			list = append(list[:maxEvidence:maxEvidence], fmt.Sprintf("... %d more", len(shards)-maxEvidence))
+		}
+		until := "before it left"
+		if !j.span.healed {
+			until = "by the end of the history (it never left)"
+		}
+		plural := "s"
+		if len(shards) == 1 {
+			plural = ""
+		}
+		line := fmt.Sprintf("%s joined at %.1f s: %d shard%s started on it %s (want %d): [%s]",
+			j.node, nsToSecs(j.span.at), len(shards), plural, until, want, strings.Join(list, ", "))
+		if len(shards) < want {
+			bad = append(bad, line)
+		} else {
+			good = append(good, line)
+		}
+	}
+	res.Evidence = append(res.Evidence, limit(notes)...)
+	if judged == 0 {
+		res.Summary = "nothing to judge: no events were recorded from any joined node"
+		return res
+	}
+	if len(bad) > 0 {
+		res.Verdict = Invalid
+		res.Summary = fmt.Sprintf("%d of %d joined nodes started fewer than %d shards", len(bad), judged, want)
+		res.Evidence = append(res.Evidence, limit(bad)...)
+		return res
+	}
+	res.Verdict = Valid
+	res.Summary = fmt.Sprintf("every joined node (%d joins) started at least %d shards", judged, want)
+	res.Evidence = append(res.Evidence, limit(good)...)
+	return res
+}
+
+// ServedDuringFault checks the scenario's promise that the surviving side
+// of a split serves every entity once the resolver has acted: Settle after
+// each fault whose name starts with Fault took effect (failure detection,
+// stable-after, shard reallocation), until its heal, every entity that
+// clients tried must be served at least once. Operations sent to the
+// downed side fail, but workers rotate over all nodes, so each entity is
+// tried on the surviving side too.
+//
+// In each window [inject + Settle, heal] (windows shorter than 1 s are not
+// judged), the entity operations (not tells) invoked in it and completed by
+// the heal are an entity's attempts; one of them must be ok. Operations
+// still in flight at the heal had no chance and are left out. The nodes
+// that served any operation in the window are taken as the surviving side:
+// an entity whose attempts all went to other nodes is not held to the
+// promise (unless no node served anything, when every entity is). Failed
+// injects and faults never healed are not judged; unknown when no window
+// was judged.
+type ServedDuringFault struct {
+	// Fault is a fault-name prefix, e.g. "partition:".
+	Fault string
+	// Settle is how long after the inject took effect the promise starts.
+	Settle time.Duration
+}
+
+// Name implements Checker.
+func (ServedDuringFault) Name() string { return "served-during-fault" }
+
+// minServedWindow is the shortest window ServedDuringFault judges.
+const minServedWindow = time.Second
+
+// Check implements Checker.
+func (c ServedDuringFault) Check(ctx context.Context, h *history.File, _ string) Result {
+	res := Result{Checker: c.Name(), Verdict: Unknown}
+	if err := ctx.Err(); err != nil {
+		return stopped(res, err)
+	}
+	spans := faultSpans(h.Ops, hasPrefix(c.Fault))
+	if len(spans) == 0 {
+		res.Summary = fmt.Sprintf("nothing to judge: no fault named %s* was injected", c.Fault)
+		return res
+	}
+	pg := pairOps(h.Ops, func(op *history.Op) bool { return op.Entity != "" && op.F != "tell" })
+	pairs := sortedByInvoke(h.Ops, pg.pairs)
+	var notes, bad []string
+	windows, judgedWindows, badWindows := 0, 0, 0
+	for _, s := range spans {
+		if err := ctx.Err(); err != nil {
+			return stopped(res, err)
+		}
+		from, to := s.at+int64(c.Settle), s.healAt
+		switch {
+		case s.injectErr != "":
+			notes = append(notes, fmt.Sprintf("%s: not judged, the inject failed: %s", s, s.injectErr))
+			continue
+		case !s.healed:
+			notes = append(notes, fmt.Sprintf("%s: not judged, never healed", s))
+			continue
+		case to-from < int64(minServedWindow):
+			notes = append(notes, fmt.Sprintf("%s, healed at %.1f s: not judged, less than %v left after the settle time %v", s, nsToSecs(to), minServedWindow, c.Settle))
+			continue
+		}
+		windows++
+		type entity struct {
+			attempts, inFlight int
+			served             bool
+			nodes              map[string]bool
+		}
+		ents := map[string]*entity{}
+		servedBy := map[string]bool{}
+		lo := sort.Search(len(pairs), func(i int) bool { return h.Ops[pairs[i].inv].Time >= from })
+		for i := lo; i < len(pairs) && h.Ops[pairs[i].inv].Time <= to; i++ {
+			if i%4096 == 0 && ctx.Err() != nil {
+				return stopped(res, ctx.Err())
+			}
+			inv := &h.Ops[pairs[i].inv]
+			e := ents[inv.Entity]
+			if e == nil {
+				e = &entity{nodes: map[string]bool{}}
+				ents[inv.Entity] = e
+			}
+			if pairs[i].comp < 0 || h.Ops[pairs[i].comp].Time > to {
+				e.inFlight++
+				continue
+			}
+			e.attempts++
+			e.nodes[inv.Node] = true
+			if h.Ops[pairs[i].comp].Kind == history.OK {
+				e.served = true
+				servedBy[inv.Node] = true
+			}
+		}
+		label := fmt.Sprintf("%s, judged from %.1f s to its heal at %.1f s", s, nsToSecs(from), nsToSecs(to))
+		names := make([]string, 0, len(ents))
+		for n := range ents {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		judged, excused := 0, 0
+		var never []string
+		for _, n := range names {
+			e := ents[n]
+			if e.attempts == 0 {
+				continue
+			}
+			if !e.served && len(servedBy) > 0 && !anyIn(e.nodes, servedBy) {
+				excused++
+				continue
+			}
+			judged++
+			if !e.served {
+				never = append(never, fmt.Sprintf("%s: %s never served: %d attempts, none ok, sent to %s", label, n, e.attempts, strings.Join(sortedKeys(e.nodes), ", ")))
+			}
+		}
+		if judged == 0 {
+			notes = append(notes, fmt.Sprintf("%s: not judged, no entity operation completed in the window", label))
+			continue
+		}
+		judgedWindows++
+		surviving := "no node served anything"
+		if len(servedBy) > 0 {
+			surviving = "served by " + strings.Join(sortedKeys(servedBy), ", ")
+		}
+		summary := fmt.Sprintf("%s: %d of %d entities served (%s)", label, judged-len(never), judged, surviving)
+		if excused > 0 {
+			summary += fmt.Sprintf("; %d entities tried only on nodes that served nothing (the downed side) not judged", excused)
+		}
+		notes = append(notes, summary)
+		if len(never) > 0 {
+			badWindows++
+			bad = append(bad, never...)
+		}
+	}
+	res.Evidence = append(res.Evidence, truncatedNote(h)...)
+	res.Evidence = append(res.Evidence, pg.evidence(h.Ops)...)
+	res.Evidence = append(res.Evidence, limit(notes)...)
+	switch {
+	case len(bad) > 0:
+		res.Verdict = Invalid
+		res.Summary = fmt.Sprintf("%d entities never served in %d of %d judged %s* windows", len(bad), badWindows, judgedWindows, c.Fault)
+		res.Evidence = append(res.Evidence, limit(bad)...)
+	case judgedWindows == 0:
+		res.Summary = fmt.Sprintf("nothing to judge: none of the %d %s* faults left a window with completed entity operations", len(spans), c.Fault)
+	default:
+		res.Verdict = Valid
+		res.Summary = fmt.Sprintf("every entity tried was served in each of %d %s* windows (from %v after the inject to the heal)", judgedWindows, c.Fault, c.Settle)
+	}
+	return res
+}
+
+func anyIn(a, b map[string]bool) bool {
+	for k := range a {
+		if b[k] {
+			return true
+		}
+	}
+	return false
+}
+
+func sortedKeys(m map[string]bool) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
+}
+
+// sortedByInvoke returns pairs ordered by invocation time (a copy).
+func sortedByInvoke(ops []history.Op, pairs []pair) []pair {
+	out := append([]pair(nil), pairs...)
+	sort.SliceStable(out, func(i, j int) bool { return ops[out[i].inv].Time < ops[out[j].inv].Time })
+	return out
+}
+
+// AnsweredAfterHeal checks the scenario's promise that requests needing
+// the cut-off resource (the journal) wait and complete after the heal,
+// when the operation timeout outlasts the fault: every client operation
+// (not tells) invoked from the beginning of the inject of a fault whose
+// name starts with Fault until its heal gets an answer, ok or fail (a
+// definite failure is an answer), never info (a timeout or lost reply) and
+// never none (unless the history was cut off, when operations without a
+// completion are skipped). Failed injects, failed heals and faults never
+// healed are not judged; unknown when no operation was judged.
+type AnsweredAfterHeal struct {
+	// Fault is a fault-name prefix, e.g. "partition:journal".
+	Fault string
+}
+
+// Name implements Checker.
+func (AnsweredAfterHeal) Name() string { return "answered-after-heal" }
+
+// Check implements Checker.
+func (c AnsweredAfterHeal) Check(ctx context.Context, h *history.File, _ string) Result {
+	res := Result{Checker: c.Name(), Verdict: Unknown}
+	if err := ctx.Err(); err != nil {
+		return stopped(res, err)
+	}
+	spans := faultSpans(h.Ops, hasPrefix(c.Fault))
+	if len(spans) == 0 {
+		res.Summary = fmt.Sprintf("nothing to judge: no fault named %s* was injected", c.Fault)
+		return res
+	}
+	pg := pairOps(h.Ops, func(op *history.Op) bool { return op.F != "tell" })
+	pairs := sortedByInvoke(h.Ops, pg.pairs)
+	var notes, bad []string
+	judged, skipped := 0, 0
+	for _, s := range spans {
+		if err := ctx.Err(); err != nil {
+			return stopped(res, err)
+		}
+		switch {
+		case s.injectErr != "":
+			notes = append(notes, fmt.Sprintf("%s: not judged, the inject failed: %s", s, s.injectErr))
+			continue
+		case !s.healed:
+			notes = append(notes, fmt.Sprintf("%s: not judged, never healed", s))
+			continue
+		case s.healErr != "":
+			notes = append(notes, fmt.Sprintf("%s: not judged, the heal at %.1f s failed: %s", s, nsToSecs(s.healAt), s.healErr))
+			continue
+		}
+		n, lost := 0, 0
+		lo := sort.Search(len(pairs), func(i int) bool { return h.Ops[pairs[i].inv].Time >= s.began })
+		for i := lo; i < len(pairs) && h.Ops[pairs[i].inv].Time <= s.healAt; i++ {
+			if i%4096 == 0 && ctx.Err() != nil {
+				return stopped(res, ctx.Err())
+			}
+			inv := &h.Ops[pairs[i].inv]
+			what := ""
+			switch {
+			case pairs[i].comp < 0 && h.Truncated:
+				skipped++
+				continue
+			case pairs[i].comp < 0:
+				what = "never completed"
+			case h.Ops[pairs[i].comp].Kind == history.Info:
+				comp := &h.Ops[pairs[i].comp]
+				what = fmt.Sprintf("info at %.3f s: %s", nsToSecs(comp.Time), comp.Error)
+			}
+			n++
+			if what == "" {
+				continue
+			}
+			lost++
+			ent := inv.Entity
+			if ent == "" {
+				ent = "-"
+			}
+			bad = append(bad, fmt.Sprintf("%s, healed at %.1f s: %s %s (#%d, process %d, node %s) invoked at %.3f s got no answer: %s",
+				s, nsToSecs(s.healAt), inv.F, ent, inv.Index, inv.Process, inv.Node, nsToSecs(inv.Time), what))
+		}
+		judged += n
+		notes = append(notes, fmt.Sprintf("%s (began %.3f s), healed at %.1f s: %d of %d operations answered", s, nsToSecs(s.began), nsToSecs(s.healAt), n-lost, n))
+	}
+	res.Evidence = append(res.Evidence, truncatedNote(h)...)
+	res.Evidence = append(res.Evidence, pg.evidence(h.Ops)...)
+	if skipped > 0 {
+		res.Evidence = append(res.Evidence, fmt.Sprintf("%d operations with no completion in the cut-off history were not judged", skipped))
+	}
+	res.Evidence = append(res.Evidence, limit(notes)...)
+	switch {
+	case len(bad) > 0:
+		res.Verdict = Invalid
+		res.Summary = fmt.Sprintf("%d of %d operations invoked during %s* faults got no answer", len(bad), judged, c.Fault)
+		res.Evidence = append(res.Evidence, limit(bad)...)
+	case judged == 0:
+		res.Summary = fmt.Sprintf("nothing to judge: no operation was invoked during the %d %s* faults", len(spans), c.Fault)
+	default:
+		res.Verdict = Valid
+		res.Summary = fmt.Sprintf("all %d operations invoked during %s* faults got an answer", judged, c.Fault)
+	}
+	return res
+}

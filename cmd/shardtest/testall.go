@@ -1,0 +1,325 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/shardtest/shardtest/checker"
+	"github.com/shardtest/shardtest/harness/report"
+	"github.com/shardtest/shardtest/harness/run"
+	"github.com/shardtest/shardtest/harness/scenario"
+	"github.com/shardtest/shardtest/workloads"
+)
+
+// suiteRun is one run of test-all, for its summary.
+type suiteRun struct {
+	Scenario string          `json:"scenario"`
+	Seed     int64           `json:"seed"`
+	Bug      string          `json:"bug,omitempty"`
+	Verdict  checker.Verdict `json:"verdict"`
+	// Caught: with --with-bugs, the scenario's checker said invalid.
+	Caught   bool          `json:"caught,omitempty"`
+	Skipped  string        `json:"skipped,omitempty"`
+	Error    string        `json:"error,omitempty"`
+	Dir      string        `json:"dir,omitempty"`
+	Duration time.Duration `json:"duration_ns"`
+	// Invalid names the checkers that said invalid.
+	Invalid []string `json:"invalid,omitempty"`
+}
+
+func newTestAllCmd() *cobra.Command {
+	var (
+		filter    string
+		smoke     bool
+		withBugs  bool
+		testCount int
+		seed      int64
+		runtime   string
+		results   string
+		binary    string
+		basePort  int
+		nodeArgs  []string
+	)
+	cmd := &cobra.Command{
+		Use:   "test-all",
+		Short: "Run the scenario catalogue (or a part of it) as a suite, with one JUnit file",
+		Long: `Run the scenarios of the catalogue (shardtest list scenarios), each with
+--test-count seeds (--seed, --seed+1, ...), and write one JUnit file for all
+of them, with one test suite per run and one test case per checker, plus
+summary.md and summary.json, under <results>/test-all/<time>/. Each run's
+own folder (history, report, logs) is under <results>/<scenario>/.
+
+--smoke runs the quick subset CI runs on every change; the whole catalogue
+is the nightly suite. A scenario that needs Docker is skipped (and listed
+as skipped) on --runtime local.
+
+--with-bugs runs instead each scenario that names a deliberate bug of the
+reference node with that bug switched on: a run passes when the scenario's
+checker says invalid, i.e. the bug was caught.
+
+Exit status: 0 every run valid (or, with --with-bugs, every bug caught);
+1 a run was invalid (or a bug went uncaught); 2 a run was unknown; 3 a run
+could not run. The worst wins.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if testCount < 1 {
+				return &exitError{exitCannotRun, fmt.Errorf("--test-count %d: want at least 1", testCount)}
+			}
+			scs, err := scenario.Select(filter, smoke)
+			if err != nil {
+				return &exitError{exitCannotRun, err}
+			}
+			if withBugs {
+				var with []scenario.Scenario
+				for _, s := range scs {
+					if s.Bug != "" {
+						with = append(with, s)
+					}
+				}
+				if len(with) == 0 {
+					return &exitError{exitCannotRun, fmt.Errorf("--with-bugs: none of %s names a deliberate bug", strings.Join(scenario.Names(scs), ", "))}
+				}
+				scs = with
+			}
+			logger, err := newLogger("info", "text")
+			if err != nil {
+				return err
+			}
+			started := time.Now()
+			suiteDir := filepath.Join(results, "test-all", started.UTC().Format("20060102T150405Z"))
+			if err := os.MkdirAll(suiteDir, 0o755); err != nil {
+				return &exitError{exitCannotRun, fmt.Errorf("results directory: %w", err)}
+			}
+			out := cmd.OutOrStdout()
+			var runs []suiteRun
+			var junit []report.Run
+			worst := exitValid
+			for _, s := range scs {
+				for i := range testCount {
+					if cmd.Context().Err() != nil {
+						break
+					}
+					sr := suiteRun{Scenario: s.Name, Seed: seed + int64(i)}
+					if withBugs {
+						sr.Bug = s.Bug
+					}
+					jr, code := runScenario(cmd, s, &sr, withBugs, runtime, binary, basePort, nodeArgs, results, logger)
+					worst = max(worst, code)
+					runs = append(runs, sr)
+					junit = append(junit, jr)
+					fmt.Fprintln(out, sr.line())
+				}
+			}
+			if err := writeSuite(suiteDir, runs, junit, withBugs, time.Since(started)); err != nil {
+				return &exitError{exitCannotRun, err}
+			}
+			fmt.Fprintf(out, "%d runs in %s\nsummary: %s\njunit: %s\n", len(runs), time.Since(started).Round(time.Second),
+				filepath.Join(suiteDir, "summary.md"), filepath.Join(suiteDir, report.JUnitFile))
+			if cmd.Context().Err() != nil {
+				return &exitError{exitCannotRun, fmt.Errorf("interrupted: %w", cmd.Context().Err())}
+			}
+			if worst != exitValid {
+				what := verdictFor(worst)
+				if worst == exitCannotRun {
+					what = "a run could not run"
+				} else if withBugs && worst == exitInvalid {
+					what = "a bug went uncaught"
+				}
+				return &exitError{worst, fmt.Errorf("suite: %s", what)}
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&filter, "scenario", "", "only these scenarios, comma-separated (default: all)")
+	f.BoolVar(&smoke, "smoke", false, "only the smoke subset (the quick scenarios CI runs on every change)")
+	f.BoolVar(&withBugs, "with-bugs", false, "run each scenario with its deliberate bug on; a run passes when the bug is caught")
+	f.IntVar(&testCount, "test-count", 1, "seeds per scenario: --seed, --seed+1, ...")
+	f.Int64Var(&seed, "seed", 1, "first seed")
+	f.StringVar(&runtime, "runtime", "docker", "where nodes run: docker or local")
+	f.StringVar(&results, "results", "results", "results root folder")
+	f.StringVar(&binary, "binary", "", "docker: static shardtest binary for the node image")
+	f.IntVar(&basePort, "base-port", 17400, "local: journal port; node i uses base+i and base+100+i")
+	f.StringArrayVar(&nodeArgs, "node-arg", nil, "extra flag for every node, repeatable")
+	return cmd
+}
+
+// runScenario runs one seed of s into sr and returns its JUnit entry and
+// its exit status.
+func runScenario(cmd *cobra.Command, s scenario.Scenario, sr *suiteRun, withBug bool, runtime, binary string, basePort int,
+	nodeArgs []string, results string, logger *slog.Logger) (report.Run, int) {
+	o := s.Options(sr.Seed, runtime, withBug)
+	o.NodeArgs = append(o.NodeArgs, nodeArgs...)
+	jr := report.Run{Input: report.Input{Test: fmt.Sprintf("%s seed %d", o.Name, sr.Seed), Started: time.Now().UTC(), Verdict: checker.Unknown}}
+	if s.Docker && runtime != "docker" {
+		sr.Skipped = "needs --runtime docker"
+		sr.Verdict = checker.Unknown
+		return jr, exitValid
+	}
+	fail := func(err error) (report.Run, int) {
+		sr.Error = err.Error()
+		sr.Verdict = checker.Unknown
+		jr.Checks = []checker.Result{{Checker: "run", Verdict: checker.Unknown, Summary: "could not run: " + err.Error()}}
+		return jr, exitCannotRun
+	}
+	w, err := workloads.Named(o.Workload)
+	if err != nil {
+		return fail(err)
+	}
+	rt, err := newRuntime(o, binary, basePort, logger)
+	if err != nil {
+		return fail(err)
+	}
+	t := &run.Test{Options: o, Runtime: rt, Workload: w, Log: logger}
+	res, err := t.Run(cmd.Context(), results)
+	sr.Dir, sr.Duration = res.Dir, res.Duration
+	jr.Dir, jr.Duration, jr.Summary = res.Dir, res.Duration, res.Summary
+	if opts, rerr := os.ReadFile(filepath.Join(res.Dir, "test.json")); rerr == nil && json.Valid(opts) {
+		jr.Options = opts // as the run stored it: with its run id and versions
+	} else if opts, jerr := json.Marshal(o); jerr == nil {
+		jr.Options = opts
+	}
+	if err != nil {
+		return fail(err)
+	}
+	sr.Verdict = res.Verdict
+	for _, c := range res.Checks {
+		if c.Verdict == checker.Invalid {
+			sr.Invalid = append(sr.Invalid, c.Checker)
+		}
+	}
+	if !withBug {
+		jr.Verdict, jr.Checks = res.Verdict, res.Checks
+		return jr, exitFor(res.Verdict)
+	}
+	// With the bug on, the run's test is whether the scenario's checker
+	// caught it; the other checkers' verdicts are listed as evidence.
+	caught := checker.Result{Checker: "catches " + s.Bug, Verdict: checker.Invalid,
+		Summary: fmt.Sprintf("%s did not say invalid with %s on", s.Checker, s.Bug)}
+	for _, c := range res.Checks {
+		if c.Checker == s.Checker && c.Verdict == checker.Invalid {
+			sr.Caught = true
+			caught.Verdict = checker.Valid
+			caught.Summary = fmt.Sprintf("%s caught %s: %s", s.Checker, s.Bug, c.Summary)
+		}
+		caught.Evidence = append(caught.Evidence, fmt.Sprintf("%s: %s: %s", c.Checker, c.Verdict, c.Summary))
+	}
+	jr.Verdict, jr.Checks = caught.Verdict, []checker.Result{caught}
+	if sr.Caught {
+		return jr, exitValid
+	}
+	return jr, exitInvalid
+}
+
+// line is the run's line in test-all's output.
+func (r suiteRun) line() string {
+	what := string(r.Verdict)
+	switch {
+	case r.Skipped != "":
+		what = "skipped: " + r.Skipped
+	case r.Error != "":
+		what = "could not run: " + r.Error
+	case r.Bug != "" && r.Caught:
+		what = "caught " + r.Bug
+	case r.Bug != "":
+		what = r.Bug + " NOT caught (verdict " + string(r.Verdict) + ")"
+	case len(r.Invalid) > 0:
+		what += " (" + strings.Join(r.Invalid, ", ") + ")"
+	}
+	dir := ""
+	if r.Dir != "" {
+		dir = "  " + r.Dir
+	}
+	return fmt.Sprintf("%-32s seed %-4d %-8s %s%s", r.Scenario, r.Seed, r.Duration.Round(time.Second), what, dir)
+}
+
+// writeSuite writes the suite's JUnit file and its summaries.
+func writeSuite(dir string, runs []suiteRun, junit []report.Run, withBugs bool, took time.Duration) error {
+	var buf strings.Builder
+	if err := report.WriteJUnit(&buf, junit); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, report.JUnitFile), []byte(buf.String()), 0o644); err != nil {
+		return err
+	}
+	b, err := json.MarshalIndent(runs, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "summary.json"), b, 0o644); err != nil {
+		return err
+	}
+	f, err := os.Create(filepath.Join(dir, "summary.md"))
+	if err != nil {
+		return err
+	}
+	writeSummaryTable(f, runs, withBugs, took)
+	return f.Close()
+}
+
+// writeSummaryTable writes one row per scenario: its seeds' outcomes.
+func writeSummaryTable(w io.Writer, runs []suiteRun, withBugs bool, took time.Duration) {
+	if withBugs {
+		fmt.Fprintln(w, "| scenario | bug | caught | median run time |")
+		fmt.Fprintln(w, "|---|---|---|---|")
+	} else {
+		fmt.Fprintln(w, "| scenario | seeds | valid | invalid | unknown | median run time |")
+		fmt.Fprintln(w, "|---|---|---|---|---|---|")
+	}
+	var order []string
+	by := map[string][]suiteRun{}
+	for _, r := range runs {
+		if by[r.Scenario] == nil {
+			order = append(order, r.Scenario)
+		}
+		by[r.Scenario] = append(by[r.Scenario], r)
+	}
+	for _, name := range order {
+		rs := by[name]
+		var valid, invalid, unknown, caught, ran int
+		var ds []time.Duration
+		skipped := ""
+		for _, r := range rs {
+			if r.Skipped != "" {
+				skipped = r.Skipped
+				continue
+			}
+			ran++
+			ds = append(ds, r.Duration)
+			switch r.Verdict {
+			case checker.Valid:
+				valid++
+			case checker.Invalid:
+				invalid++
+			default:
+				unknown++
+			}
+			if r.Caught {
+				caught++
+			}
+		}
+		median := "—"
+		if len(ds) > 0 {
+			slices.Sort(ds)
+			median = ds[len(ds)/2].Round(time.Second).String()
+		}
+		switch {
+		case skipped != "" && ran == 0:
+			fmt.Fprintf(w, "| %s | skipped: %s |\n", name, skipped)
+		case withBugs:
+			fmt.Fprintf(w, "| %s | `%s` | %d of %d seeds | %s |\n", name, rs[0].Bug, caught, ran, median)
+		default:
+			fmt.Fprintf(w, "| %s | %d | %d | %d | %d | %s |\n", name, ran, valid, invalid, unknown, median)
+		}
+	}
+	fmt.Fprintf(w, "\n%d runs, %s in all.\n", len(runs), took.Round(time.Second))
+}

@@ -1,0 +1,314 @@
+// Package scenario is the catalogue of named scenarios: known-dangerous
+// situations for sharding and singletons, drawn from how mature
+// implementations are tested (Akka's multi-node specs: coordinator
+// failover, the oldest leaving or crashing, rebalancing on join, split
+// brain, an unavailable journal, passivation, GC pauses, clock trouble,
+// at-least-once delivery). A scenario is a value: the cluster, the
+// workload, the fault schedule (scripted, or drawn from the seed), the
+// checkers that say what must hold, and the deliberate bug of the
+// reference node it is meant to catch. `shardtest run --scenario NAME` runs
+// one; `shardtest test-all` runs the catalogue as a CI suite.
+package scenario
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/shardtest/shardtest/harness/run"
+	"github.com/shardtest/shardtest/nemesis"
+)
+
+// Scenario is one named situation.
+type Scenario struct {
+	Name string
+	// Danger says what makes the situation dangerous; Holds what must hold
+	// (the checkers that judge it).
+	Danger, Holds string
+	Nodes         int
+	Workload      string
+	Entities      int
+	// Concurrency is the number of client workers (default 6).
+	Concurrency int
+	// Rate limits the operations per second in total (0: unlimited).
+	Rate float64
+	// Limit is the main phase; OpTimeout one operation's (default 5 s).
+	Limit, OpTimeout time.Duration
+	// NodeArgs are node flags the situation needs (e.g. fast passivation).
+	NodeArgs []string
+	// Schedule is a scripted fault schedule; or Nemesis and Interval draw
+	// one from the seed (nemesis.Plan).
+	Schedule []nemesis.Step
+	Nemesis  string
+	Interval time.Duration
+	// Expect are the scenario's own checkers, beyond the workload's.
+	Expect []run.Expectation
+	// Bug is the reference node's deliberate bug the scenario is meant to
+	// catch (with the node flags that switch it on) and the checker that
+	// must then say invalid; empty when none of the bugs is about this
+	// situation.
+	Bug     string
+	BugArgs []string
+	Checker string
+	// Smoke: part of the quick subset CI runs on every change.
+	Smoke bool
+	// Docker: the schedule needs the Docker runtime (kernel packet
+	// filters, e.g. cutting nodes off from the journal).
+	Docker bool
+}
+
+// Options returns the run options of the scenario for seed on runtime.
+// withBug switches the scenario's deliberate bug on.
+func (s Scenario) Options(seed int64, runtime string, withBug bool) run.Options {
+	o := run.Options{
+		Name: s.Name, Scenario: s.Name, Runtime: runtime, Workload: s.Workload,
+		Nodes: s.Nodes, Concurrency: s.Concurrency, Rate: s.Rate,
+		TimeLimit: s.Limit, OpTimeout: s.OpTimeout, Entities: s.Entities, PerEntity: 2,
+		Seed: seed, NodeArgs: slices.Clone(s.NodeArgs),
+		Nemesis: s.Nemesis, NemesisInterval: s.Interval,
+		Schedule: slices.Clone(s.Schedule), Expect: slices.Clone(s.Expect),
+	}
+	if o.Concurrency == 0 {
+		o.Concurrency = 6
+	}
+	if o.OpTimeout == 0 {
+		o.OpTimeout = 5 * time.Second
+	}
+	// Each fault's own random choices (which node, which offset) follow
+	// the seed too.
+	for i := range o.Schedule {
+		o.Schedule[i].Seed = uint64(seed)*1_000_003 + uint64(i)
+	}
+	if withBug && s.Bug != "" {
+		o.Name += "-bug-" + s.Bug
+		o.NodeArgs = append(o.NodeArgs, s.BugArgs...)
+	}
+	return o
+}
+
+// FaultDoc describes the fault schedule in one line.
+func (s Scenario) FaultDoc() string {
+	if len(s.Schedule) == 0 {
+		if s.Nemesis == "" {
+			return "none"
+		}
+		return fmt.Sprintf("%s, every %v (from the seed)", s.Nemesis, s.Interval)
+	}
+	var parts []string
+	for _, st := range s.Schedule {
+		action := "inject"
+		if st.Heal {
+			action = "heal"
+		}
+		target := ""
+		if st.Target != "" && !st.Heal {
+			target = " (" + st.Target + ")"
+		}
+		parts = append(parts, fmt.Sprintf("%v %s %s%s", st.At, action, st.Fault, target))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// at is a step at offset d.
+func at(d time.Duration, fault string) nemesis.Step {
+	return nemesis.Step{At: d, Fault: fault}
+}
+
+// heal is a heal step at offset d.
+func heal(d time.Duration, fault string) nemesis.Step {
+	return nemesis.Step{At: d, Fault: fault, Heal: true}
+}
+
+// keyed names a step's fault instance, so faults of one name can overlap.
+func keyed(s nemesis.Step, key string) nemesis.Step { s.Key = key; return s }
+
+// targeted fixes a step's "one node, a minority or all" choice.
+func targeted(s nemesis.Step, target string) nemesis.Step { s.Target = target; return s }
+
+const sec = time.Second
+
+// autoDown is the flags of the auto-down bug: each side of a partition
+// downs the other.
+var autoDown = []string{"--bugs=auto-down", "--downing=auto-down", "--auto-down-after=2s"}
+
+// splitSettle covers, after a split, failure detection (2 s), the
+// resolver's stable-after (5 s), the removal margin before the downed
+// side's shards move (5 s) and their reallocation, with room to spare.
+const splitSettle = 17 * sec
+
+// majoritySplit is a split of nodes into halves (the first half in name
+// order, which holds the oldest, from the rest).
+func majoritySplit(name string, nodes int, split string, smoke bool) Scenario {
+	return Scenario{
+		Name: name,
+		Danger: "the cluster splits " + split + " (the oldest, home of the singletons and coordinators, on the first side); " +
+			"both sides see the other unreachable and must not both go on",
+		Holds: "the resolver keeps one side (keep-majority; on a tie the side with the oldest), which serves every entity " +
+			"once it has acted (served-during-fault); the other stops its shards and singletons: never two instances " +
+			"(single-instance, hand-off, singleton-events), reads never go back (linearizable)",
+		Nodes: nodes, Workload: "register", Entities: 50, Limit: 40 * sec,
+		Schedule: []nemesis.Step{at(5*sec, "partition:halves"), heal(30*sec, "partition:halves")},
+		Expect:   []run.Expectation{{Name: "served-during-fault", Fault: "partition:halves", Settle: splitSettle}},
+		Bug:      "auto-down", BugArgs: autoDown, Checker: "singleton-events",
+		Smoke: smoke,
+	}
+}
+
+// Catalog returns every scenario, sorted by name.
+func Catalog() []Scenario {
+	all := []Scenario{
+		{
+			Name:   "coordinator-crash",
+			Danger: "the node running the shard coordinator crashes under traffic; a new coordinator must recover the allocations from the journal",
+			Holds: "state is recovered: reads never go back (linearizable); shards whose home lived stay where they are " +
+				"and no shard ever runs in two regions (hand-off); no two incarnations of an entity at once (single-instance)",
+			Nodes: 3, Workload: "register", Entities: 50, Limit: 30 * sec,
+			Schedule: []nemesis.Step{at(8*sec, "kill:coordinator"), heal(20*sec, "kill:coordinator")},
+			Bug:      "no-coordinator-persistence", BugArgs: []string{"--bugs=no-coordinator-persistence"}, Checker: "hand-off",
+			Smoke: true,
+		},
+		{
+			Name:   "oldest-leaves",
+			Danger: "the oldest node leaves gracefully: its shards are handed off, then the singletons and coordinators hand over to the next oldest",
+			Holds: "no gap with two instances of a singleton or coordinator (singleton-events) or of a shard (hand-off); " +
+				"messages buffered during the hand-offs arrive in each sender's order (sender-order) and none is lost (append-log)",
+			Nodes: 3, Workload: "append", Entities: 20, Limit: 30 * sec,
+			Schedule: []nemesis.Step{at(8*sec, "member:leave-oldest"), heal(22*sec, "member:leave-oldest")},
+			Bug:      "reorder-buffered", BugArgs: []string{"--bugs=reorder-buffered"}, Checker: "sender-order",
+		},
+		{
+			Name:   "oldest-three-crash",
+			Danger: "6 nodes; the 3 oldest (the singletons' home and the next two in line) crash at once, so the singleton must skip two candidates and start on the 4th",
+			Holds: "the 4th oldest runs the singletons and coordinators, never two at once (singleton-events); the crashed " +
+				"nodes' entities restart elsewhere from their journal (linearizable). The nodes use static-quorum 3: with " +
+				"keep-majority a 3|3 loss is a tie that the side with the oldest wins, so the survivors would down themselves",
+			Nodes: 6, Workload: "register", Entities: 60, Limit: 40 * sec,
+			NodeArgs: []string{"--downing=static-quorum", "--quorum-size=3"},
+			Schedule: []nemesis.Step{at(10*sec, "kill:oldest-half"), heal(30*sec, "kill:oldest-half")},
+			Bug:      "entity-skip-replay", BugArgs: []string{"--bugs=entity-skip-replay"}, Checker: "linearizable",
+		},
+		{
+			Name:   "join-rebalance",
+			Danger: "two nodes join under traffic; the coordinator rebalances shards to them while at-least-once senders keep sending",
+			Holds: "at least two shards move to each new node (shards-moved); nothing confirmed is lost and at-least-once " +
+				"senders redeliver across hand-offs (delivery); every ask on this healthy cluster is answered (liveness)",
+			Nodes: 3, Workload: "deliver", Entities: 60, Limit: 30 * sec,
+			NodeArgs: []string{"--rebalance-interval=1s"},
+			Schedule: []nemesis.Step{
+				keyed(at(5*sec, "member:join"), "first"), keyed(at(12*sec, "member:join"), "second"),
+				keyed(heal(26*sec, "member:join"), "second"), keyed(heal(28*sec, "member:join"), "first"),
+			},
+			Expect: []run.Expectation{{Name: "shards-moved", Min: 2}},
+			Bug:    "drop-buffered-on-hand-off", BugArgs: []string{"--bugs=drop-buffered-on-hand-off"}, Checker: "liveness",
+		},
+		majoritySplit("majority-split", 3, "2|1", true),
+		majoritySplit("majority-split-9", 9, "4|5", false),
+		majoritySplit("majority-split-tie", 6, "3|3", false),
+		{
+			Name:   "journal-cut",
+			Danger: "every node is cut off from the journal for 6 s: no allocation, entity start or write can be persisted",
+			Holds: "requests wait and complete after the heal (answered-after-heal; the operation timeout outlasts the cut); " +
+				"nothing acknowledged is lost (linearizable). Docker only (kernel packet filters)",
+			Nodes: 3, Workload: "register", Entities: 1000, Limit: 25 * sec, OpTimeout: 20 * sec,
+			Schedule: []nemesis.Step{targeted(at(8*sec, "partition:journal-cut"), "all"), heal(14*sec, "partition:journal-cut")},
+			Expect:   []run.Expectation{{Name: "answered-after-heal", Fault: "partition:journal-cut"}},
+			Docker:   true,
+		},
+		{
+			Name:   "passivation-churn",
+			Danger: "entities passivate after 30 ms idle, so under continuous traffic they stop and start again all the time; messages that arrive while one stops are held",
+			Holds: "held messages reach the next incarnation: every ask is answered (liveness); never two incarnations at once " +
+				"(single-instance, hand-off); state survives every restart (linearizable)",
+			Nodes: 3, Workload: "register", Entities: 30, Rate: 300, Limit: 20 * sec,
+			NodeArgs: []string{"--passivate-idle-after=30ms"},
+			Bug:      "drop-passivation-buffer", BugArgs: []string{"--bugs=drop-passivation-buffer"}, Checker: "liveness",
+			Smoke: true,
+		},
+		{
+			Name:   "pause-oldest",
+			Danger: "the oldest node freezes (a long GC pause) past failure detection and stable-after, is downed by the others, then resumes believing it still runs the singletons and coordinators",
+			Holds: "after the resume it does not act as singleton or coordinator again: never two instances at once " +
+				"(singleton-events, hand-off, single-instance); reads never go back (linearizable)",
+			Nodes: 3, Workload: "register", Entities: 50, Limit: 35 * sec,
+			Schedule: []nemesis.Step{at(5*sec, "pause:oldest"), heal(20*sec, "pause:oldest")},
+			Bug:      "auto-down", BugArgs: autoDown, Checker: "singleton-events",
+		},
+		{
+			Name:   "clock-storm",
+			Danger: "a node joins and shards rebalance while every node's clock is bumped, strobed and drifting at once (timers: hand-off and passivation timeouts, failure detection, leases)",
+			Holds: "clocks are not trusted for safety: never two instances (single-instance, hand-off, singleton-events), reads " +
+				"never go back (linearizable), and every ask gets an answer once the clocks are healed (liveness)",
+			Nodes: 3, Workload: "register", Entities: 50, Limit: 30 * sec,
+			NodeArgs: []string{"--rebalance-interval=1s"},
+			Schedule: []nemesis.Step{
+				at(3*sec, "member:join"),
+				targeted(at(4*sec, "clock:bump"), "all"), targeted(at(6*sec, "clock:strobe"), "all"), targeted(at(8*sec, "clock:drift"), "all"),
+				heal(14*sec, "clock:bump"), heal(16*sec, "clock:strobe"), heal(18*sec, "clock:drift"),
+				heal(24*sec, "member:join"),
+			},
+		},
+		{
+			Name:   "at-least-once-under-partitions",
+			Danger: "at-least-once senders keep sending through partitions and crashes (of the senders' and the receivers' nodes)",
+			Holds: "nothing confirmed is lost: every acknowledged message arrives after the final heal; duplicates only where " +
+				"the mode allows them, none with de-duplication (delivery)",
+			Nodes: 3, Workload: "deliver", Entities: 20, Limit: 40 * sec,
+			Nemesis: "partition,kill", Interval: 5 * sec,
+			Bug: "entity-skip-replay", BugArgs: []string{"--bugs=entity-skip-replay"}, Checker: "delivery",
+			Smoke: true,
+		},
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i].Name < all[j].Name })
+	return all
+}
+
+// Named returns the scenario called name.
+func Named(name string) (Scenario, error) {
+	for _, s := range Catalog() {
+		if s.Name == name {
+			return s, nil
+		}
+	}
+	return Scenario{}, fmt.Errorf("unknown scenario %q (shardtest list scenarios; known: %s)", name, strings.Join(Names(Catalog()), ", "))
+}
+
+// Names lists the scenarios' names.
+func Names(ss []Scenario) []string {
+	var out []string
+	for _, s := range ss {
+		out = append(out, s.Name)
+	}
+	return out
+}
+
+// Select returns the scenarios named in filter (comma-separated; "" is
+// every one), only the smoke subset if smoke is set.
+func Select(filter string, smoke bool) ([]Scenario, error) {
+	var out []Scenario
+	if strings.TrimSpace(filter) == "" {
+		out = Catalog()
+	} else {
+		seen := map[string]bool{}
+		for _, name := range strings.Split(filter, ",") {
+			name = strings.TrimSpace(name)
+			if name == "" || seen[name] {
+				continue
+			}
+			seen[name] = true
+			s, err := Named(name)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, s)
+		}
+	}
+	if smoke {
+		out = slices.DeleteFunc(out, func(s Scenario) bool { return !s.Smoke })
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no scenario selected (filter %q, smoke %v)", filter, smoke)
+	}
+	return out, nil
+}
