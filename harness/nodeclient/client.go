@@ -198,6 +198,14 @@ func (c *Client) Leave(ctx context.Context) error {
 	return c.do(ctx, http.MethodPost, "/v1/admin/leave", struct{}{}, nil)
 }
 
+// Down downs member (a uid, or a node name for its current member) on an
+// operator's word (capability "down").
+func (c *Client) Down(ctx context.Context, member string) error {
+	return c.do(ctx, http.MethodPost, "/v1/admin/down", struct {
+		Member string `json:"member"`
+	}{member}, nil)
+}
+
 // Events returns events after seq, and the newest sequence number.
 func (c *Client) Events(ctx context.Context, after uint64, limit int) ([]Event, uint64, error) {
 	var r struct {

@@ -842,6 +842,35 @@ func (c *Cluster) pushTo(ctx context.Context, addr string) {
 	}
 }
 
+// ErrUnknownMember: no member with that uid is known.
+var ErrUnknownMember = errors.New("cluster: unknown member")
+
+// Down marks member uid Down on an operator's word (Akka's Cluster.down,
+// Akka Management's manual downing): for members known to be dead when no
+// split-brain strategy can decide for the survivors (the oldest half
+// crashed). The decision spreads by gossip like the resolver's; the member
+// is then treated as any downed one (its shards move after the removal
+// margin). Downing an already downed or removed member is a no-op.
+func (c *Cluster) Down(uid string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.joined {
+		return errors.New("cluster: not joined yet")
+	}
+	r := c.state[uid]
+	if r == nil {
+		return fmt.Errorf("%w: %s", ErrUnknownMember, uid)
+	}
+	if r.Status.Final() {
+		return nil
+	}
+	const reason = "downed by an operator"
+	c.cfg.Events.Append(events.Event{Type: events.DowningDecision, Detail: reason + "; down: " + uid})
+	c.log.Warn("member downed by an operator", "down", uid)
+	c.setStatusLocked(r, StatusDown, reason)
+	return nil
+}
+
 // BeginLeave marks this member Leaving: it stays a member while it hands
 // over what it runs; then FinishLeave removes it.
 func (c *Cluster) BeginLeave() error {

@@ -144,6 +144,21 @@ type LeaveReply struct {
 	Status   string   `json:"status"`
 }
 
+// DownRequest is POST /v1/admin/down: an operator downs a member.
+type DownRequest struct {
+	// Member is the member's uid (name@incarnation) or, for its current
+	// incarnation, its node name.
+	Member string `json:"member"`
+}
+
+// DownReply answers DownRequest.
+type DownReply struct {
+	ServedBy ServedBy `json:"served_by"`
+	// Member is the uid downed.
+	Member string `json:"member"`
+	Status string `json:"status"`
+}
+
 // EventsReply is GET /v1/events.
 type EventsReply struct {
 	ServedBy ServedBy       `json:"served_by"`
@@ -170,7 +185,7 @@ type CapabilitiesReply struct {
 
 // Capabilities of the reference node.
 func referenceCapabilities() []string {
-	return []string{"membership", "singleton", "sharding", "events", "clock", "filter", "leave"}
+	return []string{"membership", "singleton", "sharding", "events", "clock", "filter", "leave", "down"}
 }
 
 // EntityRequest is POST /v1/entity: one message to one entity, routed

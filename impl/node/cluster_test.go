@@ -1,6 +1,7 @@
 package node
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -749,5 +751,69 @@ func TestAutoDownBugSplitsTheBrain(t *testing.T) {
 	})
 	if hasEvent(tc, "n1", events.SelfDowned) {
 		t.Fatal("with auto-down nobody downs itself")
+	}
+}
+
+// TestOperatorDownsCrashedOldestHalf: 4 nodes, the 2 oldest crash. No
+// resolver strategy can keep the younger half (a tie that the side with the
+// oldest wins), so here it never acts (stable-after of a minute); an
+// operator downs the crashed members through a survivor (POST
+// /v1/admin/down), and the oldest survivor takes the singleton over, as in
+// Akka's test of the three oldest crashing.
+func TestOperatorDownsCrashedOldestHalf(t *testing.T) {
+	tc := newTestCluster(t, 4, func(c *Config) { c.Downing.StableAfter = time.Minute })
+	tc.agreedOldest(tc.nodes, 4)
+	byAge := slices.Clone(tc.nodes)
+	slices.SortFunc(byAge, func(a, b *testNode) int {
+		return cmp.Compare(a.n.Status().Self.UpNumber, b.n.Status().Self.UpNumber)
+	})
+	crashed, survivors := byAge[:2], byAge[2:]
+	var uids []string
+	for _, tn := range crashed {
+		uids = append(uids, tn.n.Status().Self.UID)
+		tc.crash(tn)
+	}
+	addr := survivors[1].n.Addr()
+	post := func(body string) (int, string) {
+		resp, err := http.Post("http://"+addr+"/v1/admin/down", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	for _, bad := range []struct {
+		body string
+		code int
+	}{
+		{`{}`, http.StatusBadRequest},
+		{`{"member":`, http.StatusBadRequest},
+		{`{"member":"nobody@x"}`, http.StatusNotFound},
+		{`{"member":"n9"}`, http.StatusNotFound},
+	} {
+		if code, body := post(bad.body); code != bad.code || !strings.Contains(body, `"outcome":"fail"`) {
+			t.Errorf("down %s: %d %s, want %d with a definite failure", bad.body, code, body, bad.code)
+		}
+	}
+	// One by uid, one by node name.
+	for i, who := range []string{uids[0], crashed[1].name} {
+		if code, body := post(`{"member":"` + who + `"}`); code != http.StatusAccepted || !strings.Contains(body, uids[i]) {
+			t.Fatalf("down %s: %d %s", who, code, body)
+		}
+	}
+	eventually(t, 20*time.Second, func() error {
+		if r := tc.runningSingletons(); len(r) != 1 || r[0] != survivors[0].name {
+			return fmt.Errorf("singleton runs on %v, want [%s]", r, survivors[0].name)
+		}
+		return nil
+	})
+	for _, tn := range survivors {
+		if st := tn.n.Status(); st.Self.Status != string(cluster.StatusUp) {
+			t.Errorf("survivor %s is %s", tn.name, st.Self.Status)
+		}
+		if !hasEvent(tc, tn.name, events.MemberDowned) {
+			t.Errorf("%s never saw the crashed members downed", tn.name)
+		}
 	}
 }

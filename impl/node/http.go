@@ -43,6 +43,7 @@ func (n *Node) handler() http.Handler {
 		"/v1/events":            {http.MethodGet, n.handleEvents},
 		"/v1/singleton/next-id": {http.MethodPost, n.handleNextID},
 		"/v1/admin/leave":       {http.MethodPost, n.handleLeave},
+		"/v1/admin/down":        {http.MethodPost, n.handleDown},
 		"/v1/entity":            {http.MethodPost, n.handleEntity},
 	}
 	both := map[string]func(w http.ResponseWriter, r *http.Request){
@@ -433,6 +434,46 @@ func (n *Node) handleLeave(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	n.writeJSON(w, http.StatusAccepted, LeaveReply{ServedBy: n.servedBy(), Status: string(cluster.StatusLeaving)})
+}
+
+func (n *Node) handleDown(w http.ResponseWriter, r *http.Request) {
+	var req DownRequest
+	if err := decodeBody(r, &req); err != nil {
+		n.writeError(w, http.StatusBadRequest, "bad-request", peer.OutcomeFail, err.Error())
+		return
+	}
+	if req.Member == "" {
+		n.writeError(w, http.StatusBadRequest, "bad-request", peer.OutcomeFail, `"member" (a uid name@incarnation, or a node name) is required`)
+		return
+	}
+	inc := n.current()
+	if inc == nil {
+		n.writeError(w, http.StatusServiceUnavailable, "not-ready", peer.OutcomeFail, "no member running")
+		return
+	}
+	uid := req.Member
+	if !strings.Contains(uid, "@") {
+		// A node name: its member that is not yet downed or removed.
+		uid = ""
+		for _, m := range inc.cluster.Snapshot().Members {
+			if m.Name == req.Member && !m.Status.Final() {
+				uid = m.UID()
+			}
+		}
+		if uid == "" {
+			n.writeError(w, http.StatusNotFound, "unknown-member", peer.OutcomeFail, fmt.Sprintf("no member of node %q is up", req.Member))
+			return
+		}
+	}
+	switch err := inc.cluster.Down(uid); {
+	case errors.Is(err, cluster.ErrUnknownMember):
+		n.writeError(w, http.StatusNotFound, "unknown-member", peer.OutcomeFail, err.Error())
+		return
+	case err != nil:
+		n.writeError(w, http.StatusServiceUnavailable, "not-ready", peer.OutcomeFail, err.Error())
+		return
+	}
+	n.writeJSON(w, http.StatusAccepted, DownReply{ServedBy: n.servedBy(), Member: uid, Status: string(cluster.StatusDown)})
 }
 
 // Leave starts a graceful leave in the background: hand over, then leave.
