@@ -2,7 +2,10 @@ package nemesis
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"math/rand/v2"
 	"time"
 )
@@ -39,6 +42,14 @@ func memberFaults() []Fault {
 		leaveFault("one"),
 		leaveFault(RoleOldest),
 		{
+			Name: "member:down-unreachable",
+			Doc: "an operator downs every member the answering nodes see unreachable, through one of them (opt-in: for crashes " +
+				"no split-brain strategy can resolve, like the oldest half of the cluster); heal does nothing",
+			optIn:  true,
+			check:  needs("down"),
+			inject: downUnreachable,
+		},
+		{
 			Name:  "member:rolling-restart",
 			Doc:   "restart every node in turn: each leaves gracefully, then starts again as a new incarnation and is ready before the next",
 			check: all(runtimeCan(FeatureKill), needs("leave")),
@@ -58,6 +69,45 @@ func memberFaults() []Fault {
 			},
 		},
 	}
+}
+
+// downUnreachable downs, through the first answering node (in name order),
+// every member some answering node sees unreachable.
+func downUnreachable(ctx context.Context, env *Env, _ *rand.Rand) (*Active, error) {
+	sts := statuses(ctx, env)
+	var via string
+	uids := map[string]bool{}
+	for _, name := range nodeNames(env) {
+		st, ok := sts[name]
+		if !ok {
+			continue
+		}
+		if via == "" {
+			via = name
+		}
+		for _, uid := range st.Unreachable {
+			uids[uid] = true
+		}
+	}
+	if via == "" {
+		return nil, errors.New("no node answered its status")
+	}
+	if len(uids) == 0 {
+		return nil, errors.New("no member is unreachable")
+	}
+	n, _ := env.node(via)
+	c := env.client(n)
+	var names []string
+	var errs []error
+	for _, uid := range sorted(slices.Collect(maps.Keys(uids))) {
+		names = append(names, nameOf(uid))
+		dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		if err := c.Down(dctx, uid); err != nil {
+			errs = append(errs, fmt.Errorf("down %s through %s: %w", uid, via, err))
+		}
+		cancel()
+	}
+	return &Active{Targets: Targets{names, "unreachable"}}, errors.Join(errs...)
 }
 
 func leaveFault(how string) Fault {

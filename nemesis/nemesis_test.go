@@ -508,3 +508,57 @@ func TestOldestHalf(t *testing.T) {
 		t.Fatalf("oldest half %v, want %v (lowest up-numbers among members up)", got, want)
 	}
 }
+
+// TestDownUnreachable: member:down-unreachable downs, through the first
+// answering node, every member any answering node sees unreachable; it is
+// opt-in and needs the "down" capability.
+func TestDownUnreachable(t *testing.T) {
+	var mu sync.Mutex
+	var downed []string
+	var via []string
+	mux := func(name string, unreachable []string) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			switch r.URL.Path {
+			case "/v1/status":
+				json.NewEncoder(w).Encode(nodeclient.Status{Unreachable: unreachable})
+			case "/v1/admin/down":
+				var req struct{ Member string }
+				json.NewDecoder(r.Body).Decode(&req)
+				mu.Lock()
+				downed, via = append(downed, req.Member), append(via, name)
+				mu.Unlock()
+				w.WriteHeader(http.StatusAccepted)
+				w.Write([]byte(`{}`))
+			}
+		})
+	}
+	fc := newFake(4)
+	views := map[string][]string{"n3": {"n1@a"}, "n4": {"n1@a", "n2@b"}}
+	for i := range fc.nodes {
+		name := fc.nodes[i].Name
+		if name == "n1" || name == "n2" {
+			fc.nodes[i].HTTPAddr = "127.0.0.1:1" // crashed: refuses
+			continue
+		}
+		srv := httptest.NewServer(mux(name, views[name]))
+		defer srv.Close()
+		fc.nodes[i].HTTPAddr = strings.TrimPrefix(srv.URL, "http://")
+	}
+	f := mustParse(t, "member:down-unreachable")[0]
+	if err := f.Check(&Env{Cluster: fc}); err == nil {
+		t.Fatal("accepted without the down capability")
+	}
+	if fs := mustParse(t, "member"); slices.ContainsFunc(fs, func(f Fault) bool { return f.Name == "member:down-unreachable" }) {
+		t.Fatal("the member family includes the opt-in member:down-unreachable")
+	}
+	a, err := f.Inject(context.Background(), &Env{Cluster: fc, Capabilities: []string{"down"}}, rand.New(rand.NewPCG(1, 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(downed, []string{"n1@a", "n2@b"}) || !slices.Equal(via, []string{"n3", "n3"}) {
+		t.Fatalf("downed %v through %v, want n1@a and n2@b through n3", downed, via)
+	}
+	if tg := a.Targets.(Targets); !slices.Equal(tg.Targets, []string{"n1", "n2"}) {
+		t.Fatalf("targets %+v", tg)
+	}
+}
