@@ -367,12 +367,14 @@ func (r *Report) fault(f *FaultWindow, okTimes []int64, until int64) {
 }
 
 // faultWindows pairs each inject with the next heal of the same fault (a
-// heal closes every open inject of its fault); an inject never healed
+// heal closes every open inject of its fault that shares a target with it,
+// or all when either names none); an inject never healed
 // lasts until end. It also counts heals with nothing to close.
 func faultWindows(ops []history.Op, end int64) ([]FaultWindow, int) {
 	var (
 		faults    []FaultWindow
 		open      = map[string][]int{} // fault -> indexes into faults
+		targets   = map[int][]string{} // index into faults -> its targets
 		unmatched int
 	)
 	for i := range ops {
@@ -392,20 +394,31 @@ func faultWindows(ops []history.Op, end int64) ([]FaultWindow, int) {
 				began = *v.Began
 			}
 			open[op.F] = append(open[op.F], len(faults))
+			targets[len(faults)] = nemesisTargets(*op)
 			faults = append(faults, FaultWindow{Fault: op.F, Inject: began, Heal: end, Error: op.Error})
 		case "heal":
-			if len(open[op.F]) == 0 {
-				unmatched++
-				continue
-			}
+			// A heal closes the open injects of its fault, but not those
+			// whose targets it does not name (two joins overlapping under
+			// different schedule keys: each heal is its own node's).
+			healTargets := nemesisTargets(*op)
+			var still []int
+			closed := 0
 			for _, k := range open[op.F] {
 				f := &faults[k]
+				if len(healTargets) > 0 && len(targets[k]) > 0 && !intersects(healTargets, targets[k]) {
+					still = append(still, k)
+					continue
+				}
+				closed++
 				f.Heal, f.Healed = max(op.Time, f.Inject), true
 				if op.Error != "" && f.Error == "" {
 					f.Error = "heal: " + op.Error
 				}
 			}
-			delete(open, op.F)
+			if closed == 0 {
+				unmatched++
+			}
+			open[op.F] = still
 		}
 	}
 	slices.SortStableFunc(faults, func(a, b FaultWindow) int { return cmp.Compare(a.Inject, b.Inject) })

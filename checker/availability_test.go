@@ -147,6 +147,18 @@ func TestAnalyzeFaults(t *testing.T) {
 		{"no baseline", func() *hb {
 			return (&hb{}).nem(sec/2, "kill:oldest", "inject", sec/2).steady(sec, 5*sec, 100*ms, ms, 0).nem(2*sec, "kill:oldest", "heal", 2*sec)
 		}, []FaultWindow{{Fault: "kill:oldest", Inject: sec / 2, Heal: 2 * sec, Healed: true, UnavailableFrom: sec / 2, UnavailableTo: 1.001e9, NotRecovered: "no baseline"}}},
+		{"overlapping joins: each heal closes its own node's", func() *hb {
+			on := func(b *hb, t int64, action, node string) *hb {
+				v, _ := json.Marshal(map[string]any{"action": action, "began": t, "targets": map[string]any{"targets": []string{node}, "how": "new"}})
+				return b.add(history.Op{Time: t, Kind: history.Nemesis, Process: -1, F: "member:join", Value: v})
+			}
+			b := (&hb{}).steady(0, 40*sec, 100*ms, ms, 0)
+			return on(on(on(on(b, 10*sec, "inject", "n4"), 12*sec, "inject", "n5"), 20*sec, "heal", "n5"), 25*sec, "heal", "n4")
+		}, []FaultWindow{
+			// Recovery is measured up to the next fault's inject only.
+			{Fault: "member:join", Inject: 10 * sec, Heal: 25 * sec, Healed: true, UnavailableFrom: 9.901e9 + 100*ms, UnavailableTo: 10.101e9, NotRecovered: "not before the next fault"},
+			{Fault: "member:join", Inject: 12 * sec, Heal: 20 * sec, Healed: true, UnavailableFrom: 11.901e9 + 100*ms, UnavailableTo: 12.101e9, Recovered: true},
+		}},
 		{"failed inject, began after the entry", func() *hb {
 			b := (&hb{}).steady(0, 5*sec, 100*ms, ms, 0).nem(2*sec, "member:join", "inject", 3*sec)
 			b.ops[len(b.ops)-1].Error = "no spare node"
@@ -156,6 +168,9 @@ func TestAnalyzeFaults(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			r := Analyze(c.h().file())
+			if r.UnmatchedHeals != 0 {
+				t.Errorf("%d heals unmatched", r.UnmatchedHeals)
+			}
 			if len(r.Faults) != len(c.want) {
 				t.Fatalf("faults %+v, want %+v", r.Faults, c.want)
 			}
