@@ -5,8 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"slices"
 	"math/rand/v2"
+	"slices"
 	"time"
 )
 
