@@ -413,10 +413,15 @@ func (c *Cluster) join(ctx context.Context) error {
 	for {
 		if len(others) > 0 {
 			n, err := c.ml.Join(others)
-			if n > 0 {
+			if n > 0 && c.knowsMembers() {
 				break
 			}
-			c.log.Debug("no seed answered", "err", err)
+			// Seeds that answer but have not joined a cluster themselves
+			// (restarted members waiting, like this one, on the far side
+			// of a partition) are no cluster to join: as in Akka, only a
+			// member acknowledges a join. Joining each other would make
+			// an island with its own singletons.
+			c.log.Debug("no member of a cluster answered", "answered", n, "err", err)
 		}
 		if first && c.cfg.Clock.Since(start) >= c.cfg.SeedTimeout {
 			c.log.Info("no seed answered; bootstrapping a new cluster")
@@ -435,6 +440,20 @@ func (c *Cluster) join(ctx context.Context) error {
 	c.mu.Unlock()
 	c.pushState(ctx, false)
 	return nil
+}
+
+// knowsMembers reports whether this member has learnt of another member
+// that is not down or removed: state that only members of a cluster hand
+// out (an unjoined node shares none, see LocalState and NotifyJoin).
+func (c *Cluster) knowsMembers() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for uid, r := range c.state {
+		if uid != c.self.UID() && !r.Status.Final() {
+			return true
+		}
+	}
+	return false
 }
 
 // rejoinLoop re-joins known members memberlist has lost, so that the
@@ -938,6 +957,11 @@ func (d *delegate) LocalState(join bool) []byte {
 	c := (*Cluster)(d)
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if !c.joined {
+		// Not a member yet: nothing to vouch for (a node joining through
+		// this one must find a member elsewhere).
+		return []byte("[]")
+	}
 	b, _ := json.Marshal(c.state.records())
 	return b
 }
@@ -963,7 +987,9 @@ func (e *eventDelegate) NotifyJoin(n *memberlist.Node) {
 	}
 	c := (*Cluster)(e)
 	c.mu.Lock()
-	if _, known := c.state[m.UID()]; !known && m.UID() != c.self.UID() {
+	// Only a member takes a newcomer in; before joining, this node learns
+	// the members from a member's state.
+	if _, known := c.state[m.UID()]; !known && m.UID() != c.self.UID() && c.joined {
 		c.mergeLocked([]*record{{Member: m, Status: StatusUp}})
 	}
 	c.mu.Unlock()

@@ -817,3 +817,42 @@ func TestOperatorDownsCrashedOldestHalf(t *testing.T) {
 		}
 	}
 }
+
+// TestDownedSideDoesNotFormAnIsland: a 2|2 tie; the side without the
+// oldest is downed and restarts as new incarnations. Cut off from the
+// cluster, they can still reach each other, but neither is a member of a
+// cluster, so neither may take the other's join: before the fix they
+// joined each other and ran singletons of their own (found by the
+// majority-split-tie scenario).
+func TestDownedSideDoesNotFormAnIsland(t *testing.T) {
+	tc := newTestCluster(t, 4, func(c *Config) { c.OnDowned = OnDownedRestart })
+	oldest := tc.byUID(tc.agreedOldest(tc.nodes, 4))
+	byAge := slices.Clone(tc.nodes)
+	slices.SortFunc(byAge, func(a, b *testNode) int {
+		return cmp.Compare(a.n.Status().Self.UpNumber, b.n.Status().Self.UpNumber)
+	})
+	kept, downed := byAge[:2], byAge[2:]
+	tc.partition(kept, downed)
+	eventually(t, 20*time.Second, func() error {
+		for _, tn := range downed {
+			if tn.n.Status().Incarnations < 2 {
+				return fmt.Errorf("%s has not restarted as a new incarnation yet", tn.name)
+			}
+		}
+		return nil
+	})
+	for deadline := time.Now().Add(30 * fastConfig().SeedTimeout); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		for _, tn := range downed {
+			if st := tn.n.Status(); st.Ready {
+				t.Fatalf("%s, downed and cut off, is %s and ready with members %v: an island (singletons on %v)",
+					tn.name, st.Self.Status, st.Members, tc.runningSingletons())
+			}
+		}
+	}
+	if r := tc.runningSingletons(); len(r) != 1 || r[0] != oldest.name {
+		t.Fatalf("while the downed side is cut off, the singleton runs on %v, want [%s] only", r, oldest.name)
+	}
+	tc.heal()
+	tc.agreedOldest(tc.nodes, 4)
+	assertNoOverlap(t, tc.singletonIntervals(tc.logs()))
+}
