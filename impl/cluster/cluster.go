@@ -442,6 +442,16 @@ func (c *Cluster) join(ctx context.Context) error {
 	return nil
 }
 
+// inGoodStandingLocked reports whether this node is a member that may
+// vouch for others: joined, and neither down nor removed.
+func (c *Cluster) inGoodStandingLocked() bool {
+	if !c.joined {
+		return false
+	}
+	r := c.state[c.self.UID()]
+	return r != nil && !r.Status.Final()
+}
+
 // knowsMembers reports whether this member has learnt of another member
 // that is not down or removed: state that only members of a cluster hand
 // out (an unjoined node shares none, see LocalState and NotifyJoin).
@@ -957,9 +967,11 @@ func (d *delegate) LocalState(join bool) []byte {
 	c := (*Cluster)(d)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.joined {
-		// Not a member yet: nothing to vouch for (a node joining through
-		// this one must find a member elsewhere).
+	if !c.inGoodStandingLocked() {
+		// Not a member (yet, or any more: downed): nothing to vouch for.
+		// A node joining through this one must find a member elsewhere;
+		// a downed member's view would make the joiner part of a cluster
+		// that has cast it out.
 		return []byte("[]")
 	}
 	b, _ := json.Marshal(c.state.records())
@@ -989,7 +1001,7 @@ func (e *eventDelegate) NotifyJoin(n *memberlist.Node) {
 	c.mu.Lock()
 	// Only a member takes a newcomer in; before joining, this node learns
 	// the members from a member's state.
-	if _, known := c.state[m.UID()]; !known && m.UID() != c.self.UID() && c.joined {
+	if _, known := c.state[m.UID()]; !known && m.UID() != c.self.UID() && c.inGoodStandingLocked() {
 		c.mergeLocked([]*record{{Member: m, Status: StatusUp}})
 	}
 	c.mu.Unlock()
