@@ -60,6 +60,9 @@ func faultSpans(ops []history.Op, match func(string) bool) []faultSpan {
 			spans = append(spans, faultSpan{fault: op.F, inject: i, began: began, at: op.Time, healAt: max(end, op.Time),
 				injectErr: op.Error, targets: nemesisTargets(op)})
 		case "heal":
+			// The fault ends when its heal begins (a restart takes effect
+			// at once, long before the heal returns).
+			_, healBegan := nemesisAction(op)
 			healTargets := nemesisTargets(op)
 			var still []int
 			for _, k := range open[op.F] {
@@ -68,7 +71,7 @@ func faultSpans(ops []history.Op, match func(string) bool) []faultSpan {
 					still = append(still, k)
 					continue
 				}
-				s.healAt, s.healed, s.healErr = max(op.Time, s.at), true, op.Error
+				s.healAt, s.healed, s.healErr = max(healBegan, s.at), true, op.Error
 			}
 			open[op.F] = still
 		}

@@ -9,10 +9,15 @@ import (
 	"github.com/shardtest/shardtest/harness/history"
 )
 
-// fault adds a nemesis entry that began 100 ms before it took effect at tm,
-// naming targets (none: no targets object, like a partition's heal).
+// fault adds a nemesis entry, naming targets (none: no targets object,
+// like a partition's heal). An inject began 100 ms before it took effect at
+// tm; a heal at tm (TestFaultEndsWhenItsHealBegins covers the difference).
 func (b *hb) fault(tm int64, f, action string, targets ...string) *hb {
-	v := `{"action":"` + action + `","began":` + itoa(int(tm-sec/10))
+	began := tm
+	if action == "inject" {
+		began = tm - sec/10
+	}
+	v := `{"action":"` + action + `","began":` + itoa(int(began))
 	if len(targets) > 0 {
 		v += `,"targets":{"targets":["` + strings.Join(targets, `","`) + `"],"how":"new"}`
 	}
@@ -344,5 +349,22 @@ func TestExpectationsOddEntries(t *testing.T) {
 		if r := c.Check(context.Background(), b.file(), dir); r.Verdict != Unknown {
 			t.Fatalf("%s: %s: %s %q", c.Name(), r.Verdict, r.Summary, r.Evidence)
 		}
+	}
+}
+
+// TestFaultEndsWhenItsHealBegins: a restart or a heal takes effect as soon
+// as it begins, long before the harness records that it returned; what a
+// node serves from then on says nothing about the fault.
+func TestFaultEndsWhenItsHealBegins(t *testing.T) {
+	b := (&hb{}).fault(sec, "kill:oldest-half", "inject", "n1")
+	b = b.inv(5*sec, 1, "read", "register/r1", "").info(6*sec, 1)
+	// The heal began at 9 s and returned at 10 s; in between the restarted
+	// n1 served r1.
+	b = b.inv(9*sec+sec/2, 0, "read", "register/r1", "").ok(9*sec+sec/2+1, 0, `{"value":null}`)
+	b = b.add(history.Op{Time: 10 * sec, Kind: history.Nemesis, Process: -1, F: "kill:oldest-half",
+		Value: []byte(`{"action":"heal","began":` + itoa(int(9*sec)) + `,"targets":{"targets":["n1"],"how":"oldest-half"}}`)})
+	r := ServedDuringFault{Fault: "kill:", Settle: 2 * time.Second}.Check(context.Background(), b.file(), "")
+	if r.Verdict != Invalid {
+		t.Fatalf("verdict %s, want invalid (r1 never served before the heal began): %s %v", r.Verdict, r.Summary, r.Evidence)
 	}
 }
