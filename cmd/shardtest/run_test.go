@@ -26,6 +26,10 @@ func TestRunRefusesBadInput(t *testing.T) {
 		{[]string{"--runtime", "local", "--image", "x"}, nil, "--image are for --runtime docker"},
 		{[]string{"--runtime", "local", "--keep"}, nil, "--keep needs --runtime docker"},
 		{[]string{"--time-limit", "1s"}, map[string]string{"DOCKER_HOST": "unix:///nonexistent.sock"}, "no Docker engine answered"},
+		{[]string{"--scenario", "bogus"}, nil, `unknown scenario "bogus"`},
+		{[]string{"--scenario", "coordinator-crash", "--workload", "idgen"}, nil, "--workload: scenario coordinator-crash sets it"},
+		{[]string{"--scenario", "coordinator-crash", "--nemesis", "kill"}, nil, "--nemesis: scenario coordinator-crash sets it"},
+		{[]string{"--scenario", "journal-cut", "--runtime", "local"}, nil, "needs --runtime docker"},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
@@ -41,6 +45,33 @@ func TestRunRefusesBadInput(t *testing.T) {
 			var ee *exitError
 			if !errors.As(err, &ee) || ee.code != exitCannotRun || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("err = %v, want exit status 3 mentioning %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestTestAllRefusesBadInput(t *testing.T) {
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--scenario", "bogus"}, `unknown scenario "bogus"`},
+		{[]string{"--test-count", "0"}, "--test-count 0"},
+		{[]string{"--scenario", "journal-cut", "--smoke"}, "no scenario selected"},
+		{[]string{"--scenario", "clock-storm", "--with-bugs"}, "names a deliberate bug"},
+		{[]string{"--scenario", "coordinator-crash", "--runtime", "vm"}, `--runtime "vm"`},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			cmd := newRootCmd()
+			var out bytes.Buffer
+			cmd.SetOut(&out)
+			cmd.SetErr(&out)
+			cmd.SetArgs(append([]string{"test-all", "--results", t.TempDir()}, tt.args...))
+			err := cmd.ExecuteContext(context.Background())
+			var ee *exitError
+			if !errors.As(err, &ee) || ee.code != exitCannotRun || !strings.Contains(err.Error()+out.String(), tt.want) {
+				t.Fatalf("err = %v (output %q), want exit status 3 mentioning %q", err, out.String(), tt.want)
 			}
 		})
 	}

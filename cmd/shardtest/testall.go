@@ -74,6 +74,9 @@ could not run. The worst wins.`,
 			if testCount < 1 {
 				return &exitError{exitCannotRun, fmt.Errorf("--test-count %d: want at least 1", testCount)}
 			}
+			if runtime != "docker" && runtime != "local" {
+				return &exitError{exitCannotRun, fmt.Errorf("--runtime %q: want docker or local", runtime)}
+			}
 			scs, err := scenario.Select(filter, smoke)
 			if err != nil {
 				return &exitError{exitCannotRun, err}
