@@ -460,12 +460,14 @@ func sortedByInvoke(ops []history.Op, pairs []pair) []pair {
 // AnsweredAfterHeal checks the scenario's promise that requests needing
 // the cut-off resource (the journal) wait and complete after the heal,
 // when the operation timeout outlasts the fault: every client operation
-// (not tells) invoked from the beginning of the inject of a fault whose
-// name starts with Fault until its heal gets an answer, ok or fail (a
-// definite failure is an answer), never info (a timeout or lost reply) and
-// never none (unless the history was cut off, when operations without a
-// completion are skipped). Failed injects, failed heals and faults never
-// healed are not judged; unknown when no operation was judged.
+// (not tells) invoked from the moment a fault whose name starts with Fault
+// had taken effect (its inject entry) until its heal began gets an answer,
+// ok or fail (a definite failure is an answer), never info (a timeout or
+// lost reply) and never none (unless the history was cut off, when
+// operations without a completion are skipped). Operations already under
+// way when the fault took effect are not judged: a request cut midway has
+// an unknown outcome. Failed injects, failed heals and faults never healed
+// are not judged; unknown when no operation was judged.
 type AnsweredAfterHeal struct {
 	// Fault is a fault-name prefix, e.g. "partition:journal".
 	Fault string
@@ -505,7 +507,10 @@ func (c AnsweredAfterHeal) Check(ctx context.Context, h *history.File, _ string)
 			continue
 		}
 		n, lost := 0, 0
-		lo := sort.Search(len(pairs), func(i int) bool { return h.Ops[pairs[i].inv].Time >= s.began })
+		// From when the cut had taken effect everywhere: an operation
+		// already under way then may have had its request to the
+		// resource cut midway, and its outcome is honestly unknown.
+		lo := sort.Search(len(pairs), func(i int) bool { return h.Ops[pairs[i].inv].Time >= s.at })
 		for i := lo; i < len(pairs) && h.Ops[pairs[i].inv].Time <= s.healAt; i++ {
 			if i%4096 == 0 && ctx.Err() != nil {
 				return stopped(res, ctx.Err())
@@ -535,7 +540,7 @@ func (c AnsweredAfterHeal) Check(ctx context.Context, h *history.File, _ string)
 				s, nsToSecs(s.healAt), inv.F, ent, inv.Index, inv.Process, inv.Node, nsToSecs(inv.Time), what))
 		}
 		judged += n
-		notes = append(notes, fmt.Sprintf("%s (began %.3f s), healed at %.1f s: %d of %d operations answered", s, nsToSecs(s.began), nsToSecs(s.healAt), n-lost, n))
+		notes = append(notes, fmt.Sprintf("%s (began %.3f s), healed at %.1f s: %d of %d operations invoked after it took effect answered", s, nsToSecs(s.began), nsToSecs(s.healAt), n-lost, n))
 	}
 	res.Evidence = append(res.Evidence, truncatedNote(h)...)
 	res.Evidence = append(res.Evidence, pg.evidence(h.Ops)...)

@@ -258,7 +258,7 @@ func TestAnsweredAfterHeal(t *testing.T) {
 			b := cut().inv(2*sec, 0, "write", R, `{"value":1}`).inv(3*sec, 1, "read", R, "").fail(4*sec, 1)
 			b = b.inv(3*sec, 2, "next-id", "", "")
 			return heal(b).ok(10*sec+sec/2, 0, `{}`).ok(11*sec, 2, `{"id":1}`)
-		}, false, Valid, "3 of 3 operations answered"},
+		}, false, Valid, "3 of 3 operations invoked after it took effect answered"},
 		{"timed out", func() *hb {
 			b := cut().inv(2*sec, 0, "write", R, `{"value":1}`).inv(3*sec, 1, "read", R, "").ok(4*sec, 1, `{}`)
 			return heal(b).info(12*sec, 0)
@@ -273,20 +273,22 @@ func TestAnsweredAfterHeal(t *testing.T) {
 			return heal(cut().inv(2*sec, 0, "read", R, ""))
 		}, true, Unknown, ""},
 		{"ops straddling the window edges", func() *hb {
-			// Before the inject began: not judged; right at its beginning:
-			// judged; right at the heal: judged; after it: not judged.
-			b := (&hb{}).inv(sec/2, 0, "read", R, "").fault(1*sec, J, "inject").info(5*sec, 0)
-			b = b.inv(sec-sec/10, 1, "read", R, "").ok(11*sec, 1, `{}`)
+			// Before the inject began, or under way when it took effect
+			// (a request cut midway): not judged; right when it took
+			// effect: judged; right at the heal: judged; after it: not
+			// judged.
+			b := (&hb{}).inv(sec/2, 0, "read", R, "").inv(sec-sec/10, 3, "read", R, "").fault(1*sec, J, "inject").info(5*sec, 0).info(6*sec, 3)
+			b = b.inv(sec, 1, "read", R, "").ok(11*sec, 1, `{}`)
 			b = heal(b.inv(10*sec, 2, "read", R, "")).ok(11*sec, 2, `{}`)
 			return b.inv(10*sec+1, 0, "read", R, "").info(15*sec, 0)
-		}, false, Valid, "2 of 2 operations answered"},
+		}, false, Valid, "2 of 2 operations invoked after it took effect answered"},
 		{"an op invoked right at the heal counts", func() *hb {
 			return heal(cut().inv(10*sec, 2, "read", R, "")).info(15*sec, 2)
 		}, false, Invalid, ""},
 		{"tells are not judged", func() *hb {
 			b := cut().inv(2*sec, 0, "tell", "log/l1", ap("w0", 1)).info(5*sec, 0).inv(3*sec, 1, "read", R, "").ok(4*sec, 1, `{}`)
 			return heal(b)
-		}, false, Valid, "1 of 1 operations answered"},
+		}, false, Valid, "1 of 1 operations invoked after it took effect answered"},
 		{"a failed inject is not judged", func() *hb {
 			return heal(cut().failed().inv(2*sec, 0, "read", R, "")).info(12*sec, 0)
 		}, false, Unknown, "the inject failed"},
