@@ -29,6 +29,17 @@ type Step struct {
 	Seed uint64 `json:"seed,omitempty"`
 }
 
+// SeedSchedule returns a copy of a scripted schedule whose steps' own
+// random choices (which node, which offset) follow seed: the script's
+// times and faults stay, the targets vary with the seed.
+func SeedSchedule(steps []Step, seed int64) []Step {
+	out := slices.Clone(steps)
+	for i := range out {
+		out[i].Seed = uint64(seed)*1_000_003 + uint64(i)
+	}
+	return out
+}
+
 // key is the step's Key, or its fault's name.
 func (s Step) key() string {
 	if s.Key != "" {

@@ -81,7 +81,12 @@ caught its bug in no seed or accused the correct node in any.`,
 			}
 			var outs []detect.Outcome
 			failed := false
+			var skipped []string
 			for _, c := range cases {
+				if c.Docker && runtime != "docker" {
+					skipped = append(skipped, c.Name())
+					continue
+				}
 				o, err := detect.RunCase(cmd.Context(), c, opts)
 				if err != nil {
 					return &exitError{exitCannotRun, err}
@@ -91,6 +96,9 @@ caught its bug in no seed or accused the correct node in any.`,
 			}
 			table := detect.Markdown(outs)
 			fmt.Fprint(cmd.OutOrStdout(), table)
+			if len(skipped) > 0 {
+				fmt.Fprintf(cmd.OutOrStdout(), "\ncases that need --runtime docker, skipped: %s\n", strings.Join(skipped, ", "))
+			}
 			if missing := detect.Missing(node.KnownBugs()); len(missing) > 0 {
 				fmt.Fprintf(cmd.OutOrStdout(), "\nbugs with no case yet: %s\n", strings.Join(missing, ", "))
 			}

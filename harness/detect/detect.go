@@ -26,6 +26,7 @@ import (
 	"github.com/shardtest/shardtest/checker"
 	"github.com/shardtest/shardtest/harness/history"
 	"github.com/shardtest/shardtest/harness/run"
+	"github.com/shardtest/shardtest/nemesis"
 	"github.com/shardtest/shardtest/workloads"
 )
 
@@ -38,9 +39,14 @@ type Case struct {
 	// Checker must say invalid with the bug on.
 	Checker  string
 	Workload string
-	// Nemesis and Interval are the fault schedule (run.Options).
+	// Nemesis and Interval are the fault schedule (run.Options); or
+	// Schedule, a scripted one (faults may overlap).
 	Nemesis  string
 	Interval time.Duration
+	Schedule []nemesis.Step
+	// Docker: the schedule needs the Docker runtime (kernel packet
+	// filters, e.g. a journal cut).
+	Docker   bool
 	Limit    time.Duration
 	Entities int
 	// BugArgs are the node flags that switch the bug on (and whatever it
@@ -110,6 +116,20 @@ func Cases() []Case {
 			NodeArgs: []string{"--rebalance-interval=1s"},
 			BugArgs:  []string{"--bugs=reorder-buffered"},
 			Why:      "joins and leaves move shards; tells a sender pipelined while their shard was between homes wait in the region's buffer and come out newest first",
+		},
+		{
+			Bug: "start-before-stopped", Checker: "hand-off", Workload: "register", Docker: true,
+			Schedule: []nemesis.Step{
+				{At: 5 * time.Second, Fault: "partition:journal-cut", Target: "one"},
+				{At: 6 * time.Second, Fault: "member:join"},
+				{At: 18 * time.Second, Fault: "partition:journal-cut", Heal: true},
+				{At: 22 * time.Second, Fault: "member:join", Heal: true},
+			},
+			Limit: 25 * time.Second, Entities: 60,
+			NodeArgs: []string{"--rebalance-interval=1s"},
+			BugArgs:  []string{"--bugs=start-before-stopped"},
+			Why: "a node cut off from the journal cannot stop its entities quickly (their writes hang) when a join moves its shards; " +
+				"the coordinator that does not wait for ShardStopped starts them on the new node while the old ones still run",
 		},
 		{
 			Bug: "no-coordinator-persistence", Checker: "hand-off", Workload: "register",
@@ -209,6 +229,25 @@ func (o Outcome) MedianDetection() (time.Duration, bool) {
 	return ds[len(ds)/2], true
 }
 
+// Options are the run options of one seed of the case, with its bug on or
+// not (the correct node, under the same schedule).
+func (c Case) Options(seed int64, withBug bool) run.Options {
+	o := run.Options{
+		Name: "detect-" + strings.ReplaceAll(c.Name(), "/", "-"), Workload: c.Workload,
+		Nodes: 3, Concurrency: 6, Rate: c.Rate, TimeLimit: c.Limit, OpTimeout: 3 * time.Second,
+		Entities: c.Entities, PerEntity: 2, Seed: seed,
+		Nemesis: c.Nemesis, NemesisInterval: c.Interval,
+		Schedule: nemesis.SeedSchedule(c.Schedule, seed),
+	}
+	o.NodeArgs = append([]string(nil), c.NodeArgs...)
+	if withBug {
+		o.NodeArgs = append(o.NodeArgs, c.BugArgs...)
+	} else {
+		o.Name += "-correct"
+	}
+	return o
+}
+
 // RunCase runs one case over opts.Seeds.
 func RunCase(ctx context.Context, c Case, opts Options) (Outcome, error) {
 	w, err := workloads.Named(c.Workload)
@@ -219,18 +258,7 @@ func RunCase(ctx context.Context, c Case, opts Options) (Outcome, error) {
 	for _, seed := range opts.Seeds {
 		s := Seed{Seed: seed}
 		for _, withBug := range []bool{true, false} {
-			o := run.Options{
-				Name: "detect-" + strings.ReplaceAll(c.Name(), "/", "-"), Workload: c.Workload,
-				Nodes: 3, Concurrency: 6, Rate: c.Rate, TimeLimit: c.Limit, OpTimeout: 3 * time.Second,
-				Entities: c.Entities, PerEntity: 2, Seed: seed,
-				Nemesis: c.Nemesis, NemesisInterval: c.Interval,
-			}
-			o.NodeArgs = append([]string(nil), c.NodeArgs...)
-			if withBug {
-				o.NodeArgs = append(o.NodeArgs, c.BugArgs...)
-			} else {
-				o.Name += "-correct"
-			}
+			o := c.Options(seed, withBug)
 			rt := opts.Runtime(o.NodeArgs)
 			o.Runtime = rt.Name()
 			t := &run.Test{Options: o, Runtime: rt, Workload: w, Log: opts.Log}
@@ -367,7 +395,18 @@ func Markdown(outs []Outcome) string {
 		}
 		sort.Strings(also)
 		fault := fmt.Sprintf("`%s` (every %v, %v)", o.Case.Nemesis, o.Case.Interval, o.Case.Limit)
-		if o.Case.Nemesis == "" {
+		switch {
+		case len(o.Case.Schedule) > 0:
+			var steps []string
+			for _, st := range o.Case.Schedule {
+				action := "inject"
+				if st.Heal {
+					action = "heal"
+				}
+				steps = append(steps, fmt.Sprintf("%v %s %s", st.At, action, st.Fault))
+			}
+			fault = fmt.Sprintf("scripted: %s (%v)", strings.Join(steps, "; "), o.Case.Limit)
+		case o.Case.Nemesis == "":
 			fault = fmt.Sprintf("none (%v)", o.Case.Limit)
 		}
 		if len(o.Case.NodeArgs) > 0 {

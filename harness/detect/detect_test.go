@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -77,5 +78,35 @@ func TestMissing(t *testing.T) {
 	got := Missing([]string{"auto-down", "no-such-bug"})
 	if len(got) != 1 || got[0] != "no-such-bug" {
 		t.Errorf("Missing = %v", got)
+	}
+}
+
+// TestCasesAreRunnable: every case's runs (bug and correct node) are tests
+// the harness accepts, its checker is one the workload runs, and the two
+// runs differ only by the bug's flags.
+func TestCasesAreRunnable(t *testing.T) {
+	for _, c := range Cases() {
+		t.Run(c.Name(), func(t *testing.T) {
+			bug, correct := c.Options(3, true), c.Options(3, false)
+			for _, o := range []run.Options{bug, correct} {
+				o.Runtime = "local"
+				if c.Docker {
+					o.Runtime = "docker"
+				}
+				if err := o.Validate(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if len(bug.NodeArgs) != len(correct.NodeArgs)+len(c.BugArgs) || !slices.Equal(bug.Schedule, correct.Schedule) {
+				t.Errorf("the runs differ by more than the bug: %v vs %v", bug.NodeArgs, correct.NodeArgs)
+			}
+			found := false
+			for _, x := range checker.ForWorkload(c.Workload) {
+				found = found || x.Name() == c.Checker
+			}
+			if !found {
+				t.Errorf("checker %s is not one of the %s workload's", c.Checker, c.Workload)
+			}
+		})
 	}
 }

@@ -68,18 +68,13 @@ func (s Scenario) Options(seed int64, runtime string, withBug bool) run.Options 
 		TimeLimit: s.Limit, OpTimeout: s.OpTimeout, Entities: s.Entities, PerEntity: 2,
 		Seed: seed, NodeArgs: slices.Clone(s.NodeArgs),
 		Nemesis: s.Nemesis, NemesisInterval: s.Interval,
-		Schedule: slices.Clone(s.Schedule), Expect: slices.Clone(s.Expect),
+		Schedule: nemesis.SeedSchedule(s.Schedule, seed), Expect: slices.Clone(s.Expect),
 	}
 	if o.Concurrency == 0 {
 		o.Concurrency = 6
 	}
 	if o.OpTimeout == 0 {
 		o.OpTimeout = 5 * time.Second
-	}
-	// Each fault's own random choices (which node, which offset) follow
-	// the seed too.
-	for i := range o.Schedule {
-		o.Schedule[i].Seed = uint64(seed)*1_000_003 + uint64(i)
 	}
 	if withBug && s.Bug != "" {
 		o.Name += "-bug-" + s.Bug
