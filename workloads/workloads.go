@@ -51,6 +51,8 @@ type Workload interface {
 	// Invoke performs op on a node.
 	Invoke(ctx context.Context, c *nodeclient.Client, op Op) (result json.RawMessage, reply history.Reply, err error)
 	// Final returns the operations that read back every entity touched.
+	// Consecutive operations of one kind (F) run concurrently; each change
+	// of kind waits until the operations before it have finished.
 	Final(touched []string) []Op
 }
 

@@ -532,3 +532,63 @@ func TestNemesisRunLocal(t *testing.T) {
 		}
 	}
 }
+
+// TestScriptedScheduleLocal: a scenario's scripted schedule runs as
+// written: overlapping faults (a kill inside a clock bump), each healed by
+// its own step, a fixed target choice ("all"), recorded in order; the
+// schedule is stored in test.json.
+func TestScriptedScheduleLocal(t *testing.T) {
+	w, err := workloads.Named("register")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := options("local-scripted")
+	o.Runtime, o.TimeLimit = "local", 12*time.Second
+	o.Schedule = nemesis.SeedSchedule([]nemesis.Step{
+		{At: 2 * time.Second, Fault: "clock:bump", Target: "all"},
+		{At: 3 * time.Second, Fault: "kill:one"},
+		{At: 6 * time.Second, Fault: "kill:one", Heal: true},
+		{At: 8 * time.Second, Fault: "clock:bump", Heal: true},
+	}, o.Seed)
+	test := &Test{Options: o, Runtime: Local{Binary: binary, BasePort: 20600, Log: quiet()}, Workload: w, Log: quiet()}
+	res, err := test.Run(context.Background(), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Verdict == "invalid" {
+		t.Fatalf("the correct node is invalid: %+v", res.Checks)
+	}
+	h, err := history.ReadFile(res.Dir + "/history.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, op := range h.Ops {
+		if op.Kind != history.Nemesis {
+			continue
+		}
+		var v struct {
+			Action  string
+			Targets struct{ Targets []string }
+		}
+		if err := json.Unmarshal(op.Value, &v); err != nil || op.Error != "" {
+			t.Fatalf("entry %d: %v %s", op.Index, err, op.Error)
+		}
+		got = append(got, v.Action+" "+op.F)
+		if op.F == "clock:bump" && v.Action == "inject" && len(v.Targets.Targets) != 3 {
+			t.Errorf("clock:bump with target all hit %v", v.Targets.Targets)
+		}
+	}
+	want := []string{"inject clock:bump", "inject kill:one", "heal kill:one", "heal clock:bump"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("nemesis entries %v, want %v", got, want)
+	}
+	b, err := os.ReadFile(res.Dir + "/test.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stored Options
+	if err := json.Unmarshal(b, &stored); err != nil || !slices.Equal(stored.Schedule, o.Schedule) {
+		t.Fatalf("test.json schedule %+v (err %v), want %+v", stored.Schedule, err, o.Schedule)
+	}
+}

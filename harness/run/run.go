@@ -463,19 +463,72 @@ func errText(err error) string {
 // final reads back every entity touched, retrying each until it answers
 // (or the attempts run out), so lost writes show.
 func (t *Test) final(ctx context.Context, hw *history.Writer, nodes []Node, clients []*nodeclient.Client, touched []string) {
-	process := t.Options.Concurrency // a process of its own
-	for i, op := range t.Workload.Final(touched) {
-		for attempt := range 5 {
-			if ctx.Err() != nil {
-				return
+	ops := t.Workload.Final(touched)
+	// Consecutive operations of one kind run concurrently, on processes of
+	// their own; a change of kind waits for the previous kind to finish
+	// (deliver: every flush before any read).
+	for start := 0; start < len(ops); {
+		end := start + 1
+		for end < len(ops) && ops[end].F == ops[start].F {
+			end++
+		}
+		t.finalWave(ctx, hw, nodes, clients, ops[start:end], start)
+		start = end
+	}
+}
+
+// finalAttempts bounds the tries of one read-back: a definite failure (a
+// node refusing) is retried on the next node, up to finalAttempts times;
+// an unknown outcome (a timeout: the node took the request and did not
+// answer) at most finalTimeouts times, so a buggy node that loses messages
+// cannot stretch the final phase without end.
+const (
+	finalAttempts = 5
+	finalTimeouts = 2
+)
+
+// finalWave performs ops (the first at index first of the final list) from
+// min(len(ops), concurrency) processes numbered after the workers'.
+func (t *Test) finalWave(ctx context.Context, hw *history.Writer, nodes []Node, clients []*nodeclient.Client, ops []workloads.Op, first int) {
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for k := range min(len(ops), max(t.Options.Concurrency, 1)) {
+		process := t.Options.Concurrency + k
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				timeouts := 0
+				for attempt := range finalAttempts {
+					if ctx.Err() != nil {
+						return
+					}
+					ni := (first + i + attempt) % len(nodes)
+					kind := t.perform(ctx, hw, process, nodes[ni], clients[ni], ops[i])
+					if kind == history.OK || kind == "" {
+						break
+					}
+					if kind == history.Info {
+						if timeouts++; timeouts >= finalTimeouts {
+							break
+						}
+					}
+					time.Sleep(200 * time.Millisecond)
+				}
 			}
-			ni := (i + attempt) % len(nodes)
-			if t.perform(ctx, hw, process, nodes[ni], clients[ni], op) == history.OK {
-				break
-			}
-			time.Sleep(200 * time.Millisecond)
+		}()
+	}
+	for i := range ops {
+		select {
+		case next <- i:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			break
 		}
 	}
+	close(next)
+	wg.Wait()
 }
 
 // checkCapability refuses a workload the implementation cannot serve, as
