@@ -143,7 +143,7 @@ func TestShapes(t *testing.T) {
 			}
 			t.Run(fmt.Sprintf("%s/%d", s.name, n), func(t *testing.T) {
 				ns := names(n)
-				cut, err := shapeCut(s.name, ns, "n2", rand.New(rand.NewPCG(uint64(n), 1)))
+				cut, err := shapeCut(context.Background(), s.name, ns, "n2", rand.New(rand.NewPCG(uint64(n), 1)))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -560,5 +560,33 @@ func TestDownUnreachable(t *testing.T) {
 	}
 	if tg := a.Targets.(Targets); !slices.Equal(tg.Targets, []string{"n1", "n2"}) {
 		t.Fatalf("targets %+v", tg)
+	}
+}
+
+// TestJournalCutTarget: a step's Target fixes journal-cut's choice of one
+// node, a minority or every node; without one, the seed chooses.
+func TestJournalCutTarget(t *testing.T) {
+	names := []string{"n1", "n2", "n3", "n4", "n5"}
+	for _, tc := range []struct {
+		target string
+		want   int
+	}{{"one", 1}, {"minority", 2}, {"all", 5}} {
+		for seed := range uint64(10) {
+			cut, err := shapeCut(withTarget(context.Background(), tc.target), "journal-cut", names, "", rand.New(rand.NewPCG(seed, 1)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := len(cut.Components[0]); got != tc.want {
+				t.Fatalf("target %s, seed %d: %d nodes cut from the journal, want %d", tc.target, seed, got, tc.want)
+			}
+		}
+	}
+	sizes := map[int]bool{}
+	for seed := range uint64(30) {
+		cut, _ := shapeCut(context.Background(), "journal-cut", names, "", rand.New(rand.NewPCG(seed, 1)))
+		sizes[len(cut.Components[0])] = true
+	}
+	if len(sizes) != 3 {
+		t.Fatalf("without a target the seed chose only sizes %v", sizes)
 	}
 }

@@ -71,8 +71,10 @@ func partitionShapes() []shape {
 }
 
 // shapeCut computes a shape's cut over names (in the runtime's order);
-// target is the role's node for the isolate-<role> shapes.
-func shapeCut(shape string, names []string, target string, rng *rand.Rand) (Cut, error) {
+// target is the role's node for the isolate-<role> shapes; ctx may carry a
+// step's Target, which fixes journal-cut's choice of one node, a minority
+// or all.
+func shapeCut(ctx context.Context, shape string, names []string, target string, rng *rand.Rand) (Cut, error) {
 	n := len(names)
 	switch shape {
 	case "halves":
@@ -134,10 +136,14 @@ func shapeCut(shape string, names []string, target string, rng *rand.Rand) (Cut,
 		return c, nil
 	case "journal-cut":
 		var targets []string
-		switch rng.IntN(3) {
-		case 0:
+		how := []string{"one", "minority", "all"}[rng.IntN(3)]
+		if fixed, ok := ctx.Value(targetKey{}).(string); ok && fixed != "" && fixed != "some" {
+			how = fixed // the step's Target
+		}
+		switch how {
+		case "one":
 			targets = shuffle(rng, names)[:1]
-		case 1:
+		case "minority":
 			targets = shuffle(rng, names)[:max(1, (n-1)/2)]
 		default:
 			targets = names
@@ -184,7 +190,7 @@ func partitionFaults() []Fault {
 						return nil, err
 					}
 				}
-				cut, err := shapeCut(s.name, nodeNames(env), target, rng)
+				cut, err := shapeCut(ctx, s.name, nodeNames(env), target, rng)
 				if err != nil {
 					return nil, err
 				}
