@@ -56,6 +56,8 @@ type Case struct {
 	NodeArgs []string
 	// Rate limits the operations per second (0: as fast as possible).
 	Rate float64
+	// Concurrency is the number of client workers (default 6).
+	Concurrency int
 	// Why says why this schedule exposes the bug.
 	Why string
 }
@@ -125,11 +127,12 @@ func Cases() []Case {
 				{At: 18 * time.Second, Fault: "partition:journal-cut", Heal: true},
 				{At: 22 * time.Second, Fault: "member:join", Heal: true},
 			},
-			Limit: 25 * time.Second, Entities: 60,
+			Limit: 25 * time.Second, Entities: 400, Concurrency: 40,
 			NodeArgs: []string{"--rebalance-interval=1s"},
 			BugArgs:  []string{"--bugs=start-before-stopped"},
 			Why: "a node cut off from the journal cannot stop its entities quickly (their writes hang) when a join moves its shards; " +
-				"the coordinator that does not wait for ShardStopped starts them on the new node while the old ones still run",
+				"the coordinator that does not wait for ShardStopped lets the shard start on the new node (for a message to another " +
+				"of its entities: 400 entities over 100 shards) while the old one still runs",
 		},
 		{
 			Bug: "no-coordinator-persistence", Checker: "hand-off", Workload: "register",
@@ -234,7 +237,7 @@ func (o Outcome) MedianDetection() (time.Duration, bool) {
 func (c Case) Options(seed int64, withBug bool) run.Options {
 	o := run.Options{
 		Name: "detect-" + strings.ReplaceAll(c.Name(), "/", "-"), Workload: c.Workload,
-		Nodes: 3, Concurrency: 6, Rate: c.Rate, TimeLimit: c.Limit, OpTimeout: 3 * time.Second,
+		Nodes: 3, Concurrency: max(c.Concurrency, 6), Rate: c.Rate, TimeLimit: c.Limit, OpTimeout: 3 * time.Second,
 		Entities: c.Entities, PerEntity: 2, Seed: seed,
 		Nemesis: c.Nemesis, NemesisInterval: c.Interval,
 		Schedule: nemesis.SeedSchedule(c.Schedule, seed),
