@@ -40,6 +40,17 @@ func SeedSchedule(steps []Step, seed int64) []Step {
 	return out
 }
 
+// String is the step for people: "8s inject kill:coordinator (all)".
+func (s Step) String() string {
+	if s.Heal {
+		return fmt.Sprintf("%v heal %s", s.At, s.Fault)
+	}
+	if s.Target != "" {
+		return fmt.Sprintf("%v inject %s (%s)", s.At, s.Fault, s.Target)
+	}
+	return fmt.Sprintf("%v inject %s", s.At, s.Fault)
+}
+
 // key is the step's Key, or its fault's name.
 func (s Step) key() string {
 	if s.Key != "" {

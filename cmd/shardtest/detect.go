@@ -65,14 +65,12 @@ caught its bug in no seed or accused the correct node in any.`,
 			if err != nil {
 				return err
 			}
-			var rt func(args []string) run.Runtime
-			switch runtime {
-			case "local":
-				rt = func(args []string) run.Runtime { return run.Local{BasePort: basePort, NodeArgs: args, Log: logger} }
-			case "docker":
-				rt = func(args []string) run.Runtime { return run.Docker{Binary: binary, NodeArgs: args, Log: logger} }
-			default:
-				return &exitError{exitCannotRun, fmt.Errorf("--runtime %q: want local or docker", runtime)}
+			if _, err := newRuntime(run.Options{Runtime: runtime}, binary, basePort, logger); err != nil {
+				return &exitError{exitCannotRun, err}
+			}
+			rt := func(args []string) run.Runtime {
+				r, _ := newRuntime(run.Options{Runtime: runtime, NodeArgs: args}, binary, basePort, logger)
+				return r
 			}
 			opts := detect.Options{Runtime: rt, Results: results, Log: logger,
 				Progress: func(line string) { fmt.Fprintln(cmd.ErrOrStderr(), line) }}

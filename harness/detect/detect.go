@@ -402,11 +402,7 @@ func Markdown(outs []Outcome) string {
 		case len(o.Case.Schedule) > 0:
 			var steps []string
 			for _, st := range o.Case.Schedule {
-				action := "inject"
-				if st.Heal {
-					action = "heal"
-				}
-				steps = append(steps, fmt.Sprintf("%v %s %s", st.At, action, st.Fault))
+				steps = append(steps, st.String())
 			}
 			fault = fmt.Sprintf("scripted: %s (%v)", strings.Join(steps, "; "), o.Case.Limit)
 		case o.Case.Nemesis == "":

@@ -93,15 +93,7 @@ func (s Scenario) FaultDoc() string {
 	}
 	var parts []string
 	for _, st := range s.Schedule {
-		action := "inject"
-		if st.Heal {
-			action = "heal"
-		}
-		target := ""
-		if st.Target != "" && !st.Heal {
-			target = " (" + st.Target + ")"
-		}
-		parts = append(parts, fmt.Sprintf("%v %s %s%s", st.At, action, st.Fault, target))
+		parts = append(parts, st.String())
 	}
 	return strings.Join(parts, "; ")
 }
