@@ -8,10 +8,12 @@
 package entities
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/shardtest/shardtest/impl/persistence"
 	"github.com/shardtest/shardtest/impl/sharding"
@@ -107,12 +109,24 @@ func (p *journaled) sync(ctx context.Context) error {
 
 // persist appends one event; the caller applies it only on success. The
 // caller has synced first.
+//
+// When the journal does not answer, the append's outcome is unknown, and
+// persist spends what is left of ctx settling it rather than giving up:
+// it repeats the very same append, under the same expected sequence number
+// and epoch. The expected sequence number makes that safe: exactly one
+// event can ever be stored after it, so either the repeat stores ours (and
+// the first attempt, if it is still on its way, will be refused), or the
+// slot is taken and one replayed event tells whose it is. Only when ctx
+// runs out first is the outcome reported unknown.
 func (p *journaled) persist(ctx context.Context, event any) error {
 	data, err := json.Marshal(event)
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrBadRequest, err)
 	}
 	last, err := p.j.Append(ctx, p.pid, p.seq, p.epoch, [][]byte{data})
+	if err != nil && !persistence.IsDefinite(err) {
+		last, err = p.settle(ctx, data, err)
+	}
 	switch {
 	case err == nil:
 		p.seq = last
@@ -124,6 +138,59 @@ func (p *journaled) persist(ctx context.Context, event any) error {
 	default:
 		p.resync = true
 		return fmt.Errorf("%w: %v", ErrUnknown, err)
+	}
+}
+
+// Settling an unknown append: the pause between attempts (doubling up to
+// the maximum), and how long to keep trying when the caller set no
+// deadline.
+const (
+	settlePause    = 100 * time.Millisecond
+	settleMaxPause = time.Second
+	settleNoLimit  = 30 * time.Second
+)
+
+// settle decides the outcome of an append of data after p.seq that ended
+// with the unknown error first. It returns the new highest sequence number
+// if the event is stored, a definite error if it never will be, or an
+// unknown error if ctx ran out before the journal answered.
+func (p *journaled) settle(ctx context.Context, data []byte, first error) (int64, error) {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, settleNoLimit)
+		defer cancel()
+	}
+	err, pause := first, settlePause
+	for {
+		t := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return 0, err
+		case <-t.C:
+		}
+		pause = min(2*pause, settleMaxPause)
+		var last int64
+		last, err = p.j.Append(ctx, p.pid, p.seq, p.epoch, [][]byte{data})
+		switch {
+		case err == nil:
+			return last, nil
+		case errors.Is(err, persistence.ErrFenced), errors.Is(err, persistence.ErrSeqConflict):
+			// The slot after p.seq is taken, or a newer incarnation
+			// fenced the id (so nothing of ours can land any more):
+			// either way the event there, if any, is final.
+			evs, rerr := p.j.Replay(ctx, p.pid, p.seq+1, 1)
+			if rerr != nil {
+				err = rerr
+				continue
+			}
+			if len(evs) == 1 && evs[0].Seq == p.seq+1 && evs[0].Epoch == p.epoch && bytes.Equal(evs[0].Data, data) {
+				return evs[0].Seq, nil // the first attempt was stored
+			}
+			return 0, err
+		case persistence.IsDefinite(err):
+			return 0, err
+		}
 	}
 }
 

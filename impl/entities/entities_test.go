@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"strconv"
 	"sync"
@@ -166,7 +167,10 @@ func TestUnknownOutcomeResyncs(t *testing.T) {
 	j := &flaky{Journal: store(t)}
 	r := start(t, NewRegister(Options{}), j, "k")
 	j.down.Store(true)
-	if _, err := call(t, r, "write", `{"value":4}`); !errors.Is(err, ErrUnknown) || IsDefinite(err) {
+	// The journal stays silent for longer than the caller waits.
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	if _, err := r.Handle(ctx, sharding.Message{Op: "write", Payload: json.RawMessage(`{"value":4}`)}); !errors.Is(err, ErrUnknown) || IsDefinite(err) {
 		t.Fatalf("write with lost answer: %v, want ErrUnknown", err)
 	}
 	j.down.Store(false)
@@ -174,6 +178,125 @@ func TestUnknownOutcomeResyncs(t *testing.T) {
 	got, err := call(t, r, "cas", `{"expect":4,"value":6}`)
 	if err != nil || got["ok"] != true {
 		t.Fatalf("cas after resync: %v %v; the lost write did persist 4", got, err)
+	}
+}
+
+// lossy loses the answers of the next `lose` appends: the request is
+// stored or not (stored), then meanwhile() runs (another incarnation may
+// act), and the caller hears "unavailable".
+type lossy struct {
+	persistence.Journal
+	mu        sync.Mutex
+	lose      int
+	stored    bool
+	meanwhile func()
+	// lost are the appends whose requests were lost unstored, to be
+	// delivered late by the test.
+	lost []func() error
+}
+
+func (l *lossy) Append(ctx context.Context, pid string, exp int64, epoch uint64, data [][]byte) (int64, error) {
+	l.mu.Lock()
+	lose := l.lose > 0
+	if lose {
+		l.lose--
+	}
+	l.mu.Unlock()
+	if !lose {
+		return l.Journal.Append(ctx, pid, exp, epoch, data)
+	}
+	if l.stored {
+		if _, err := l.Journal.Append(ctx, pid, exp, epoch, data); err != nil {
+			return 0, err
+		}
+	} else {
+		l.lost = append(l.lost, func() error {
+			_, err := l.Journal.Append(context.Background(), pid, exp, epoch, data)
+			return err
+		})
+	}
+	if l.meanwhile != nil {
+		l.meanwhile()
+	}
+	return 0, fmt.Errorf("%w: answer lost", persistence.ErrUnavailable)
+}
+
+// TestUnknownAppendIsSettled: a write whose journal answer is lost is
+// settled while the caller still waits, by repeating the append under the
+// same expected sequence number, so it is never done twice and never
+// reported done when it was not.
+func TestUnknownAppendIsSettled(t *testing.T) {
+	cases := []struct {
+		name string
+		// lose: answers lost in a row; stored: whether those requests
+		// were stored.
+		lose   int
+		stored bool
+		// newer: another incarnation fences the id (and, with
+		// newerWrites, writes 8) while the answer is lost.
+		newer, newerWrites bool
+		wantErr            error // nil: the write succeeded
+		want               float64
+	}{
+		{name: "stored, answer lost", lose: 1, stored: true, want: 4},
+		{name: "stored, answers lost three times", lose: 3, stored: true, want: 4},
+		{name: "request lost", lose: 1, want: 4},
+		{name: "request lost three times", lose: 3, want: 4},
+		{name: "stored, then a newer incarnation fenced", lose: 1, stored: true, newer: true, want: 4},
+		{name: "request lost, a newer incarnation fenced", lose: 1, newer: true, wantErr: ErrStale, want: 1},
+		{name: "request lost, a newer incarnation wrote", lose: 1, newer: true, newerWrites: true, wantErr: ErrStale, want: 8},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			s := store(t)
+			j := &lossy{Journal: s}
+			f := NewRegister(Options{})
+			r := start(t, f, j, "k")
+			if _, err := call(t, r, "write", `{"value":1}`); err != nil {
+				t.Fatal(err)
+			}
+			j.lose, j.stored = c.lose, c.stored
+			if c.newer {
+				j.meanwhile = func() {
+					j.meanwhile = nil
+					r2 := start(t, f, s, "k")
+					if c.newerWrites {
+						if _, err := call(t, r2, "write", `{"value":8}`); err != nil {
+							t.Errorf("newer incarnation's write: %v", err)
+						}
+					}
+				}
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			_, err := r.Handle(ctx, sharding.Message{Op: "write", Payload: json.RawMessage(`{"value":4}`)})
+			switch {
+			case c.wantErr == nil && err != nil:
+				t.Fatalf("write: %v, want success once settled", err)
+			case c.wantErr != nil && (!errors.Is(err, c.wantErr) || !IsDefinite(err)):
+				t.Fatalf("write: %v, want definite %v", err, c.wantErr)
+			}
+			// Requests lost on the way arrive late: never stored twice.
+			for _, late := range j.lost {
+				if err := late(); !persistence.IsDefinite(err) {
+					t.Fatalf("late delivery of a lost append: %v, want refused", err)
+				}
+			}
+			evs, err := s.Replay(context.Background(), "entity/register/k", 1, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantEvents := 1
+			if c.wantErr == nil || c.newerWrites {
+				wantEvents = 2
+			}
+			if len(evs) != wantEvents {
+				t.Fatalf("journal holds %d events, want %d", len(evs), wantEvents)
+			}
+			if got, _ := call(t, start(t, f, s, "k"), "read", ""); got["value"] != c.want {
+				t.Fatalf("recovered value %v, want %v", got["value"], c.want)
+			}
+		})
 	}
 }
 
