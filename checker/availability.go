@@ -92,11 +92,13 @@ type FaultWindow struct {
 	// been only partly in effect).
 	Error string
 	// The longest stretch with no ok completion within [Inject, Heal + 30
-	// s], cut at the next fault's inject and at the end.
+	// s], cut where the recovery look ends and at the end (faults
+	// injected before the heal count as part of this one).
 	UnavailableFrom, UnavailableTo int64
 	// Recovery: from the heal to the start of the first bucket (one
 	// overlapping the heal counts) whose ok rate is back to half the
-	// baseline, looking until the next fault's inject. Zero when
+	// baseline, looking until the next fault's inject, or the heal of
+	// another fault still in effect at this one's heal. Zero when
 	// Recovered is false, and NotRecovered says why.
 	Recovery     time.Duration
 	Recovered    bool
@@ -315,18 +317,35 @@ func analyze(h *history.File) (Report, pairing) {
 		if r.Faults[i].Inject < mainEnd {
 			until = max(mainEnd, r.Faults[i].Heal)
 		}
-		if i+1 < len(r.Faults) {
-			until = min(until, max(r.Faults[i+1].Inject, r.Faults[i].Heal))
-		}
-		r.fault(&r.Faults[i], okTimes, until)
+		until, why := blameUntil(r.Faults, i, until)
+		r.fault(&r.Faults[i], okTimes, until, why)
 	}
 	return r, pg
 }
 
+// blameUntil is how long after faults[i]'s heal what happens can still be
+// blamed on it: until the next fault is injected, or until a fault that was
+// still in effect at the heal is healed too (up to then that one may be
+// what keeps the service down), but never beyond limit. Faults injected
+// before the heal overlap it and count as part of it. why says, for a
+// fault not recovered by then, what stopped the look.
+func blameUntil(faults []FaultWindow, i int, limit int64) (int64, string) {
+	f, until, why := faults[i], limit, "not before the traffic stopped"
+	for j, g := range faults {
+		switch {
+		case j == i:
+		case g.Inject >= f.Heal && g.Inject < until:
+			until, why = g.Inject, "not before the next fault"
+		case g.Inject < f.Heal && g.Heal > f.Heal && g.Heal < until:
+			until, why = g.Heal, "not while "+g.Fault+" was in effect"
+		}
+	}
+	return max(until, f.Heal), why
+}
+
 // fault fills in a fault's unavailability and recovery, looking no further
-// than until: where the next fault begins (its effects would be counted as
-// this one's), or the end.
-func (r *Report) fault(f *FaultWindow, okTimes []int64, until int64) {
+// than until (see blameUntil; why says what is there).
+func (r *Report) fault(f *FaultWindow, okTimes []int64, until int64, why string) {
 	// Longest stretch without an ok completion in [Inject, to].
 	to := max(min(satAdd(f.Heal, int64(afterHeal)), until), f.Inject)
 	prev := f.Inject
@@ -355,7 +374,7 @@ func (r *Report) fault(f *FaultWindow, okTimes []int64, until int64) {
 			continue
 		}
 		if b.Start >= until && until < r.End {
-			f.NotRecovered = "not before the next fault"
+			f.NotRecovered = why
 			return
 		}
 		if b.Rate(r.BucketWidth) >= recoveredShare*r.BaselineOKRate {

@@ -144,6 +144,15 @@ func TestAnalyzeFaults(t *testing.T) {
 			{Fault: "partition:halves", Inject: 10 * sec, Heal: 12 * sec, Healed: true, UnavailableFrom: 10 * sec, UnavailableTo: 15 * sec, NotRecovered: "not before the next fault"},
 			{Fault: "kill:oldest", Inject: 15 * sec, Heal: 17 * sec, Healed: true, UnavailableFrom: 15 * sec, UnavailableTo: 30 * sec, Recovery: 13 * time.Second, Recovered: true},
 		}},
+		{"another fault still in effect at the heal", func() *hb {
+			return (&hb{}).steady(0, 10*sec, 100*ms, ms, 0).
+				nem(10*sec, "partition:halves", "inject", 10*sec).nem(11*sec, "kill:oldest", "inject", 11*sec).
+				nem(12*sec, "partition:halves", "heal", 12*sec).nem(30*sec, "kill:oldest", "heal", 30*sec).
+				steady(32*sec, 40*sec, 100*ms, 0, 0)
+		}, []FaultWindow{
+			{Fault: "partition:halves", Inject: 10 * sec, Heal: 12 * sec, Healed: true, UnavailableFrom: 10 * sec, UnavailableTo: 30 * sec, NotRecovered: "not while kill:oldest was in effect"},
+			{Fault: "kill:oldest", Inject: 11 * sec, Heal: 30 * sec, Healed: true, UnavailableFrom: 11 * sec, UnavailableTo: 32 * sec, Recovery: 2 * time.Second, Recovered: true},
+		}},
 		{"no baseline", func() *hb {
 			return (&hb{}).nem(sec/2, "kill:oldest", "inject", sec/2).steady(sec, 5*sec, 100*ms, ms, 0).nem(2*sec, "kill:oldest", "heal", 2*sec)
 		}, []FaultWindow{{Fault: "kill:oldest", Inject: sec / 2, Heal: 2 * sec, Healed: true, UnavailableFrom: sec / 2, UnavailableTo: 1.001e9, NotRecovered: "no baseline"}}},
@@ -155,8 +164,9 @@ func TestAnalyzeFaults(t *testing.T) {
 			b := (&hb{}).steady(0, 40*sec, 100*ms, ms, 0)
 			return on(on(on(on(b, 10*sec, "inject", "n4"), 12*sec, "inject", "n5"), 20*sec, "heal", "n5"), 25*sec, "heal", "n4")
 		}, []FaultWindow{
-			// Recovery is measured up to the next fault's inject only.
-			{Fault: "member:join", Inject: 10 * sec, Heal: 25 * sec, Healed: true, UnavailableFrom: 9.901e9 + 100*ms, UnavailableTo: 10.101e9, NotRecovered: "not before the next fault"},
+			// The join of n5 overlaps n4's and ends before it: n4's
+			// recovery is measured after its heal all the same.
+			{Fault: "member:join", Inject: 10 * sec, Heal: 25 * sec, Healed: true, UnavailableFrom: 9.901e9 + 100*ms, UnavailableTo: 10.101e9, Recovered: true},
 			{Fault: "member:join", Inject: 12 * sec, Heal: 20 * sec, Healed: true, UnavailableFrom: 11.901e9 + 100*ms, UnavailableTo: 12.101e9, Recovered: true},
 		}},
 		{"failed inject, began after the entry", func() *hb {
