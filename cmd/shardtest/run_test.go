@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -74,5 +76,42 @@ func TestTestAllRefusesBadInput(t *testing.T) {
 				t.Fatalf("err = %v (output %q), want exit status 3 mentioning %q", err, out.String(), tt.want)
 			}
 		})
+	}
+}
+
+// A run that cannot start still has its testcase in the suite's JUnit
+// file, with the scenario's options as properties, and the suite exits 3.
+func TestTestAllReportsARunThatCannotStart(t *testing.T) {
+	results := t.TempDir()
+	cmd := newRootCmd()
+	var out bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetErr(&out)
+	cmd.SetArgs([]string{"test-all", "--results", results, "--scenario", "passivation-churn", "--runtime", "local", "--binary", "/nonexistent"})
+	err := cmd.ExecuteContext(context.Background())
+	var ee *exitError
+	if !errors.As(err, &ee) || ee.code != exitCannotRun || !strings.Contains(err.Error(), "could not start") {
+		t.Fatalf("err = %v (output %q), want exit status 3: a run could not start", err, out.String())
+	}
+	files, _ := filepath.Glob(filepath.Join(results, "test-all", "*", "junit.xml"))
+	if len(files) != 1 {
+		t.Fatalf("junit files %v, want 1", files)
+	}
+	b, err := os.ReadFile(files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		`<property name="scenario" value="passivation-churn">`,
+		`<property name="seed" value="1">`,
+		`<testcase name="run" classname="shardtest.passivation-churn seed 1">`,
+		`could not run: --binary and --image are for --runtime docker`,
+	} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("junit.xml lacks %s:\n%s", want, b)
+		}
+	}
+	if strings.Contains(string(b), `value=""`) {
+		t.Errorf("junit.xml has empty properties:\n%s", b)
 	}
 }

@@ -133,7 +133,7 @@ could not run. The worst wins.`,
 			if worst != exitValid {
 				what := verdictFor(worst)
 				if worst == exitCannotRun {
-					what = "a run could not run"
+					what = "a run could not start"
 				} else if withBugs && worst == exitInvalid {
 					what = "a bug went uncaught"
 				}
@@ -163,6 +163,9 @@ func runScenario(cmd *cobra.Command, s scenario.Scenario, sr *suiteRun, withBug 
 	o := s.Options(sr.Seed, runtime, withBug)
 	o.NodeArgs = append(o.NodeArgs, nodeArgs...)
 	jr := report.Run{Input: report.Input{Test: fmt.Sprintf("%s seed %d", o.Name, sr.Seed), Started: time.Now().UTC(), Verdict: checker.Unknown}}
+	if opts, err := json.Marshal(o); err == nil {
+		jr.Options = opts // what was asked for, even of a run that cannot start
+	}
 	if s.Docker && runtime != "docker" {
 		sr.Skipped = "needs --runtime docker"
 		sr.Verdict = checker.Unknown
@@ -188,8 +191,6 @@ func runScenario(cmd *cobra.Command, s scenario.Scenario, sr *suiteRun, withBug 
 	jr.Dir, jr.Duration, jr.Summary = res.Dir, res.Duration, res.Summary
 	if opts, rerr := os.ReadFile(filepath.Join(res.Dir, "test.json")); rerr == nil && json.Valid(opts) {
 		jr.Options = opts // as the run stored it: with its run id and versions
-	} else if opts, jerr := json.Marshal(o); jerr == nil {
-		jr.Options = opts
 	}
 	if err != nil {
 		return fail(err)

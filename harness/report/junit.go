@@ -153,8 +153,8 @@ func suiteOf(r Run) junitSuite {
 		props = append(props, junitProp{"rechecked", r.Rechecked.UTC().Format(time.RFC3339)})
 	}
 	for _, o := range options(r.Options).rows {
-		if !o.Scalar {
-			continue // lists and objects do not fit a property
+		if !o.Scalar || o.Value == "" {
+			continue // lists and objects do not fit a property; "" says nothing
 		}
 		props = append(props, junitProp{o.Key, o.Value})
 	}
