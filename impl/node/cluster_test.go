@@ -841,11 +841,24 @@ func TestDownedSideDoesNotFormAnIsland(t *testing.T) {
 		}
 		return nil
 	})
+	keptUIDs := []string{kept[0].n.Status().Self.UID, kept[1].n.Status().Self.UID}
 	for deadline := time.Now().Add(30 * fastConfig().SeedTimeout); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 		for _, tn := range downed {
-			if st := tn.n.Status(); st.Ready {
-				t.Fatalf("%s, downed and cut off, is %s and ready with members %v: an island (singletons on %v)",
-					tn.name, st.Self.Status, st.Members, tc.runningSingletons())
+			st := tn.n.Status()
+			if !st.Ready {
+				continue
+			}
+			// A restarted member may still join through its old peer if
+			// that one has not yet downed itself (the two sides' resolvers
+			// act at about the same time). That is no island as long as
+			// the member it joined through handed it the whole cluster:
+			// the kept side is in its view, unreachable, so its resolver
+			// downs it again. An island is a view without them.
+			for _, uid := range keptUIDs {
+				if !slices.ContainsFunc(st.Members, func(m MemberInfo) bool { return m.UID == uid }) {
+					t.Fatalf("%s, downed and cut off, is %s and ready with members %v, without %s: an island (singletons on %v)",
+						tn.name, st.Self.Status, st.Members, uid, tc.runningSingletons())
+				}
 			}
 		}
 	}
