@@ -126,6 +126,7 @@ otherwise.`,
 	f.StringVar(&cfg.OnDowned, "on-downed", node.OnDownedRestart, "when downed: restart (as a new incarnation, in process), exit (status 3) or stay (down, still serving status)")
 	f.DurationVar(&cfg.RestartDelay, "restart-delay", time.Second, "with --on-downed restart: wait this long first")
 	f.StringSliceVar(&cfg.Bugs, "bugs", nil, "deliberate bugs to switch on: "+strings.Join(node.KnownBugs(), ", "))
+	f.StringSliceVar(&cfg.WithoutCapabilities, "without-capabilities", nil, "capabilities not to declare or serve, to stand for a partial implementation of the protocol: "+strings.Join(node.ReferenceCapabilities(), ", "))
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&logFormat, "log-format", "text", "text or json (logs go to stderr)")
 	return cmd

@@ -183,8 +183,8 @@ type CapabilitiesReply struct {
 	Bugs []string `json:"bugs"`
 }
 
-// Capabilities of the reference node.
-func referenceCapabilities() []string {
+// ReferenceCapabilities are the capabilities of the reference node.
+func ReferenceCapabilities() []string {
 	return []string{"membership", "singleton", "sharding", "events", "clock", "filter", "leave", "down"}
 }
 

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -235,4 +236,49 @@ func (unreachableJournal) Fence(context.Context, string) (uint64, int64, error) 
 }
 func (unreachableJournal) Highest(context.Context, string) (int64, error) {
 	return 0, persistence.ErrUnavailable
+}
+
+// A node started without some capabilities neither declares nor serves
+// them, and serves the rest as before.
+func TestWithoutCapabilities(t *testing.T) {
+	tc := newTestCluster(t, 1, func(c *Config) { c.WithoutCapabilities = []string{"clock", "events"} })
+	base := "http://" + tc.nodes[0].n.Addr()
+	resp, err := http.Get(base + "/v1/capabilities")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var caps CapabilitiesReply
+	err = json.NewDecoder(resp.Body).Decode(&caps)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range ReferenceCapabilities() {
+		hidden := c == "clock" || c == "events"
+		if slices.Contains(caps.Capabilities, c) == hidden {
+			t.Errorf("capabilities %v: %s declared = %v, want %v", caps.Capabilities, c, !hidden, !hidden)
+		}
+	}
+	for _, tt := range []struct {
+		method, path, body string
+		status             int
+	}{
+		{"POST", "/v1/admin/clock", `{}`, 404},
+		{"GET", "/v1/events", "", 404},
+		{"POST", "/v1/admin/filter", `{}`, 200},
+		{"GET", "/v1/status", "", 200},
+	} {
+		req, _ := http.NewRequest(tt.method, base+tt.path, strings.NewReader(tt.body))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != tt.status {
+			t.Errorf("%s %s: %d, want %d", tt.method, tt.path, resp.StatusCode, tt.status)
+		}
+	}
+	if err := (&Config{WithoutCapabilities: []string{"teleport"}, OnDowned: OnDownedRestart}).validate(); err == nil || !strings.Contains(err.Error(), "teleport") {
+		t.Errorf("an unknown capability to go without: %v, want an error naming it", err)
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -31,6 +32,33 @@ const maxBody = 64 << 10
 type route struct {
 	method string
 	h      func(w http.ResponseWriter, r *http.Request)
+}
+
+// endpointCapability is the capability a client endpoint belongs to
+// ("" for the core ones every implementation serves).
+func endpointCapability(path string) string {
+	switch path {
+	case "/v1/events":
+		return "events"
+	case "/v1/singleton/next-id":
+		return "singleton"
+	case "/v1/admin/leave":
+		return "leave"
+	case "/v1/admin/down":
+		return "down"
+	case "/v1/entity":
+		return "sharding"
+	case "/v1/admin/clock":
+		return "clock"
+	case "/v1/admin/filter":
+		return "filter"
+	}
+	return ""
+}
+
+// capabilities are the capabilities the node declares.
+func (n *Node) capabilities() []string {
+	return slices.DeleteFunc(ReferenceCapabilities(), func(c string) bool { return slices.Contains(n.cfg.WithoutCapabilities, c) })
 }
 
 // handler is the node's HTTP entry point: a fixed route table, JSON errors
@@ -67,6 +95,10 @@ func (n *Node) handler() http.Handler {
 		path := r.URL.Path
 		if strings.HasPrefix(path, "/internal/") {
 			internal.ServeHTTP(w, r)
+			return
+		}
+		if c := endpointCapability(path); c != "" && slices.Contains(n.cfg.WithoutCapabilities, c) {
+			n.writeError(w, http.StatusNotFound, "not-found", peer.OutcomeFail, "no endpoint "+path+" (capability "+c+" not offered: --without-capabilities)")
 			return
 		}
 		if h, ok := both[path]; ok {
@@ -231,7 +263,7 @@ func (n *Node) handleCapabilities(w http.ResponseWriter, r *http.Request) {
 		ServedBy:       n.servedBy(),
 		Protocol:       ProtocolVersion,
 		Implementation: "shardtest-reference",
-		Capabilities:   referenceCapabilities(),
+		Capabilities:   n.capabilities(),
 		Singletons:     []string{IDGeneratorName},
 		EntityTypes:    EntityTypes(),
 		Bugs:           KnownBugs(),

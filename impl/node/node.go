@@ -117,6 +117,10 @@ type Config struct {
 	OnDowned     string
 	RestartDelay time.Duration
 	Bugs         []string
+	// WithoutCapabilities hides these capabilities (docs/protocol.md):
+	// they are not declared and their endpoints answer 404, so the node
+	// stands for a partial implementation of the protocol.
+	WithoutCapabilities []string
 
 	// Clock is the node's clock (default: real time, adjustable).
 	Clock  *clock.Adjustable
@@ -168,6 +172,11 @@ func (c *Config) validate() error {
 	case OnDownedRestart, OnDownedExit, OnDownedStay:
 	default:
 		return fmt.Errorf("node: on-downed %q: want %s, %s or %s", c.OnDowned, OnDownedRestart, OnDownedExit, OnDownedStay)
+	}
+	for _, c := range c.WithoutCapabilities {
+		if !slices.Contains(ReferenceCapabilities(), c) {
+			return fmt.Errorf("node: without capability %q: not one of %s", c, strings.Join(ReferenceCapabilities(), ", "))
+		}
 	}
 	for _, b := range c.Bugs {
 		if !slices.Contains(KnownBugs(), b) {
