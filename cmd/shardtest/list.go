@@ -101,7 +101,7 @@ func writeList(w io.Writer, kinds []string) error {
 				}
 				for _, field := range []struct{ label, text string }{
 					{"danger", s.Danger},
-					{"cluster", fmt.Sprintf("%d nodes, workload %s over %d entities, %v main phase %s", s.Nodes, s.Workload, s.Entities, s.Limit, strings.Join(s.NodeArgs, " "))},
+					{"cluster", clusterDoc(s)},
 					{"faults", s.FaultDoc()},
 					{"holds", s.Holds},
 					{"catches", bug},
@@ -138,4 +138,13 @@ func wrap(s string, width int) []string {
 		lines = append(lines, cur.String())
 	}
 	return lines
+}
+
+// clusterDoc describes a scenario's cluster in one line.
+func clusterDoc(s scenario.Scenario) string {
+	doc := fmt.Sprintf("%d nodes, workload %s over %d entities, %v main phase", s.Nodes, s.Workload, s.Entities, s.Limit)
+	if len(s.Settings) > 0 {
+		doc += "; settings " + run.SettingsString(s.Settings)
+	}
+	return doc
 }

@@ -210,12 +210,12 @@ func scenarioOptions(cmd *cobra.Command, name string, flags run.Options) (run.Op
 func newRuntime(o run.Options, binary string, basePort int, logger *slog.Logger) (run.Runtime, error) {
 	switch o.Runtime {
 	case "docker":
-		return run.Docker{Binary: binary, Image: o.Image, NodeArgs: o.NodeArgs, Log: logger}, nil
+		return run.Docker{Binary: binary, Image: o.Image, NodeArgs: o.NodeArgs, Settings: o.NodeSettings, Log: logger}, nil
 	case "local":
 		if binary != "" || o.Image != "" {
 			return nil, errors.New("--binary and --image are for --runtime docker")
 		}
-		return run.Local{BasePort: basePort, NodeArgs: o.NodeArgs, Log: logger}, nil
+		return run.Local{BasePort: basePort, NodeArgs: o.NodeArgs, Settings: o.NodeSettings, Log: logger}, nil
 	}
 	return nil, fmt.Errorf("--runtime %q: want docker or local", o.Runtime)
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -43,11 +44,7 @@ func newTestAllCmd() *cobra.Command {
 		withBugs  bool
 		testCount int
 		seed      int64
-		runtime   string
-		results   string
-		binary    string
-		basePort  int
-		nodeArgs  []string
+		cfg       suiteConfig
 	)
 	cmd := &cobra.Command{
 		Use:   "test-all",
@@ -62,6 +59,12 @@ own folder (history, report, logs) is under <results>/<scenario>/.
 is the nightly suite. A scenario that needs Docker is skipped (and listed
 as skipped) on --runtime local.
 
+--image runs the catalogue against another implementation of the node
+protocol (docs/protocol.md); a scenario whose workload or faults it does
+not declare is skipped, with the capability it lacks. Scenario tuning
+(fast passivation, a slow resolver) reaches every node as optional
+SHARDTEST_* settings in the environment.
+
 --with-bugs runs instead each scenario that names a deliberate bug of the
 reference node with that bug switched on: a run passes when the scenario's
 checker says invalid, i.e. the bug was caught.
@@ -74,8 +77,14 @@ could not run. The worst wins.`,
 			if testCount < 1 {
 				return &exitError{exitCannotRun, fmt.Errorf("--test-count %d: want at least 1", testCount)}
 			}
-			if runtime != "docker" && runtime != "local" {
-				return &exitError{exitCannotRun, fmt.Errorf("--runtime %q: want docker or local", runtime)}
+			if cfg.runtime != "docker" && cfg.runtime != "local" {
+				return &exitError{exitCannotRun, fmt.Errorf("--runtime %q: want docker or local", cfg.runtime)}
+			}
+			if cfg.runtime != "docker" && (cfg.image != "" || cfg.binary != "") {
+				return &exitError{exitCannotRun, errors.New("--binary and --image are for --runtime docker")}
+			}
+			if withBugs && cfg.image != "" {
+				return &exitError{exitCannotRun, errors.New("--with-bugs switches on the reference node's deliberate bugs: not with --image")}
 			}
 			scs, err := scenario.Select(filter, smoke)
 			if err != nil {
@@ -93,12 +102,12 @@ could not run. The worst wins.`,
 				}
 				scs = with
 			}
-			logger, err := newLogger("info", "text")
+			cfg.logger, err = newLogger("info", "text")
 			if err != nil {
 				return err
 			}
 			started := time.Now()
-			suiteDir := filepath.Join(results, "test-all", started.UTC().Format("20060102T150405Z"))
+			suiteDir := filepath.Join(cfg.results, "test-all", started.UTC().Format("20060102T150405Z"))
 			if err := os.MkdirAll(suiteDir, 0o755); err != nil {
 				return &exitError{exitCannotRun, fmt.Errorf("results directory: %w", err)}
 			}
@@ -115,7 +124,7 @@ could not run. The worst wins.`,
 					if withBugs {
 						sr.Bug = s.Bug
 					}
-					jr, code := runScenario(cmd, s, &sr, withBugs, runtime, binary, basePort, nodeArgs, results, logger)
+					jr, code := cfg.runScenario(cmd, s, &sr, withBugs)
 					worst = max(worst, code)
 					runs = append(runs, sr)
 					junit = append(junit, jr)
@@ -148,28 +157,40 @@ could not run. The worst wins.`,
 	f.BoolVar(&withBugs, "with-bugs", false, "run each scenario with its deliberate bug on; a run passes when the bug is caught")
 	f.IntVar(&testCount, "test-count", 1, "seeds per scenario: --seed, --seed+1, ...")
 	f.Int64Var(&seed, "seed", 1, "first seed")
-	f.StringVar(&runtime, "runtime", "docker", "where nodes run: docker or local")
-	f.StringVar(&results, "results", "results", "results root folder")
-	f.StringVar(&binary, "binary", "", "docker: static shardtest binary for the node image")
-	f.IntVar(&basePort, "base-port", 17400, "local: journal port; node i uses base+i and base+100+i")
-	f.StringArrayVar(&nodeArgs, "node-arg", nil, "extra flag for every node, repeatable")
+	f.StringVar(&cfg.runtime, "runtime", "docker", "where nodes run: docker or local")
+	f.StringVar(&cfg.results, "results", "results", "results root folder")
+	f.StringVar(&cfg.binary, "binary", "", "docker: static shardtest binary for the reference image (the journal's, and the nodes' without --image)")
+	f.StringVar(&cfg.image, "image", "", "docker: run the nodes from this image, any implementation of docs/protocol.md (default: the reference node); scenarios it cannot take are skipped")
+	f.IntVar(&cfg.basePort, "base-port", 17400, "local: journal port; node i uses base+i and base+100+i")
+	f.StringArrayVar(&cfg.nodeArgs, "node-arg", nil, "extra flag for every node, repeatable")
 	return cmd
+}
+
+// suiteConfig is what test-all's runs share.
+type suiteConfig struct {
+	runtime, binary, image, results string
+	basePort                        int
+	nodeArgs                        []string
+	logger                          *slog.Logger
 }
 
 // runScenario runs one seed of s into sr and returns its JUnit entry and
 // its exit status.
-func runScenario(cmd *cobra.Command, s scenario.Scenario, sr *suiteRun, withBug bool, runtime, binary string, basePort int,
-	nodeArgs []string, results string, logger *slog.Logger) (report.Run, int) {
-	o := s.Options(sr.Seed, runtime, withBug)
-	o.NodeArgs = append(o.NodeArgs, nodeArgs...)
+func (c suiteConfig) runScenario(cmd *cobra.Command, s scenario.Scenario, sr *suiteRun, withBug bool) (report.Run, int) {
+	o := s.Options(sr.Seed, c.runtime, withBug)
+	o.NodeArgs = append(o.NodeArgs, c.nodeArgs...)
+	o.Image = c.image
 	jr := report.Run{Input: report.Input{Test: fmt.Sprintf("%s seed %d", o.Name, sr.Seed), Started: time.Now().UTC(), Verdict: checker.Unknown}}
 	if opts, err := json.Marshal(o); err == nil {
 		jr.Options = opts // what was asked for, even of a run that cannot start
 	}
-	if s.Docker && runtime != "docker" {
-		sr.Skipped = "needs --runtime docker"
-		sr.Verdict = checker.Unknown
+	skip := func(why string) (report.Run, int) {
+		sr.Skipped, sr.Verdict = why, checker.Unknown
+		jr.Skipped = why
 		return jr, exitValid
+	}
+	if s.Docker && c.runtime != "docker" {
+		return skip("needs --runtime docker")
 	}
 	fail := func(err error) (report.Run, int) {
 		sr.Error = err.Error()
@@ -181,18 +202,24 @@ func runScenario(cmd *cobra.Command, s scenario.Scenario, sr *suiteRun, withBug 
 	if err != nil {
 		return fail(err)
 	}
-	rt, err := newRuntime(o, binary, basePort, logger)
+	rt, err := newRuntime(o, c.binary, c.basePort, c.logger)
 	if err != nil {
 		return fail(err)
 	}
-	t := &run.Test{Options: o, Runtime: rt, Workload: w, Log: logger}
-	res, err := t.Run(cmd.Context(), results)
+	t := &run.Test{Options: o, Runtime: rt, Workload: w, Log: c.logger}
+	res, err := t.Run(cmd.Context(), c.results)
 	sr.Dir, sr.Duration = res.Dir, res.Duration
 	jr.Dir, jr.Duration, jr.Summary = res.Dir, res.Duration, res.Summary
 	if opts, rerr := os.ReadFile(filepath.Join(res.Dir, "test.json")); rerr == nil && json.Valid(opts) {
 		jr.Options = opts // as the run stored it: with its run id and versions
 	}
 	if err != nil {
+		if c.image != "" && errors.Is(err, run.ErrUnsupported) {
+			// Another implementation need not offer every capability;
+			// the reference node must (a refusal there is a catalogue
+			// bug, so it fails the suite).
+			return skip(err.Error())
+		}
 		return fail(err)
 	}
 	sr.Verdict = res.Verdict

@@ -49,6 +49,9 @@ type Options struct {
 	Dir string
 	// NodeArgs are extra command-line flags for every node.
 	NodeArgs []string
+	// NodeEnv are extra environment variables for every node; they must
+	// not repeat the protocol's own (run refuses such settings).
+	NodeEnv []string
 	// NodeImage runs the nodes from another image that meets
 	// docs/protocol.md (default: the reference node built from Binary, which
 	// also runs the journal).
@@ -282,6 +285,7 @@ func (c *Cluster) runNode(ctx context.Context, n *Node, seeds []string) error {
 		"SHARDTEST_SEEDS=" + strings.Join(seeds, ","),
 		"SHARDTEST_JOURNAL=http://" + jip + ":" + strconv.Itoa(JournalPort),
 	}
+	env = append(env, c.opts.NodeEnv...)
 	return c.run(ctx, n, HTTPPort,
 		// Nodes start from the environment alone (docs/protocol.md), with
 		// NodeArgs as extra arguments, whatever the image.

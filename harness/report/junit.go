@@ -18,6 +18,10 @@ type Run struct {
 	// Dir is the run folder, as the harness names it (a property of the
 	// suite and the path of its report, for people reading the CI log).
 	Dir string
+	// Skipped, when set, says why the run was not run (a scenario the
+	// runtime or the implementation cannot take): one testcase "run" with
+	// <skipped>, so the suite lists it without counting it as passed.
+	Skipped string
 	Input
 }
 
@@ -34,6 +38,8 @@ type Run struct {
 //     while `shardtest run` exits 2 for it. All three count an <error> as
 //     not passed and show it apart from failures ("could not decide", not
 //     "found a violation"), which is what unknown means;
+//   - a run that was skipped: one testcase "run" with <skipped> and the
+//     reason;
 //   - a run with no checker at all: one testcase "checkers" with
 //     <skipped>: nothing was checked, which is a known gap of the workload
 //     rather than a checker that could not decide; the exit status still
@@ -161,6 +167,11 @@ func suiteOf(r Run) junitSuite {
 	s.Props = &junitProps{props}
 	if r.Dir != "" {
 		s.SystemOut = &junitCharData{"report: " + filepath.Join(r.Dir, IndexFile)}
+	}
+	if r.Skipped != "" {
+		s.Cases = append(s.Cases, junitCase{Name: "run", Classname: class, Skipped: &junitProblem{Message: r.Skipped}})
+		s.Tests, s.Skipped = 1, 1
+		return s
 	}
 	if len(r.Checks) == 0 {
 		s.Cases = append(s.Cases, junitCase{Name: "checkers", Classname: class,

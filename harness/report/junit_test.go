@@ -158,6 +158,7 @@ func TestJUnitCombined(t *testing.T) {
 		{Dir: "b", Input: Input{Test: "idgen", Duration: 2 * time.Second, Checks: []checker.Result{{Checker: "unique-ids", Verdict: checker.Valid}}}},
 		{Dir: "c", Input: Input{Test: "append", Duration: 500 * time.Millisecond, Checks: []checker.Result{{Checker: "append-log", Verdict: checker.Unknown}}}},
 		{Dir: "d", Input: Input{Test: "bank"}},
+		{Skipped: "needs --runtime docker", Input: Input{Test: "journal-cut seed 1"}},
 	}
 	var b bytes.Buffer
 	if err := WriteJUnit(&b, runs); err != nil {
@@ -167,16 +168,19 @@ func TestJUnitCombined(t *testing.T) {
 	if err := xml.Unmarshal(b.Bytes(), &s); err != nil {
 		t.Fatalf("does not parse: %v\n%s", err, b.String())
 	}
-	if len(s.Suites) != 4 || s.Tests != 4 || s.Failures != 1 || s.Errors != 1 || s.Skipped != 1 {
+	if len(s.Suites) != 5 || s.Tests != 5 || s.Failures != 1 || s.Errors != 1 || s.Skipped != 2 {
 		t.Errorf("%d suites, tests %d failures %d errors %d skipped %d", len(s.Suites), s.Tests, s.Failures, s.Errors, s.Skipped)
 	}
 	if secs, err := strconv.ParseFloat(s.Time, 64); err != nil || secs != 3.5 {
 		t.Errorf("time %q, want 3.5 seconds", s.Time)
 	}
-	for i, want := range []string{"register", "idgen", "append", "bank"} {
+	for i, want := range []string{"register", "idgen", "append", "bank", "journal-cut seed 1"} {
 		if s.Suites[i].Name != want || s.Suites[i].prop("dir") != runs[i].Dir {
 			t.Errorf("suite %d: %s in %s, want %s", i, s.Suites[i].Name, s.Suites[i].prop("dir"), want)
 		}
+	}
+	if c := s.Suites[4].Cases; len(c) != 1 || c[0].Name != "run" || c[0].Skipped == nil || c[0].Skipped.Message != "needs --runtime docker" {
+		t.Errorf("skipped run's testcases %+v, want one \"run\" skipped with its reason", c)
 	}
 
 	// No runs at all is still a valid file.

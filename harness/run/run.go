@@ -64,6 +64,9 @@ type Options struct {
 	PerEntity   int           `json:"per_entity"`
 	Seed        int64         `json:"seed"`
 	NodeArgs    []string      `json:"node_args,omitempty"`
+	// NodeSettings are optional protocol settings every node gets (see
+	// SettingsEnv): a scenario's tuning, safe for any implementation.
+	NodeSettings map[string]string `json:"node_settings,omitempty"`
 	// Image is the implementation under test ("": the reference node).
 	Image string `json:"image,omitempty"`
 	// Nemesis lists the faults (nemesis.Parse); NemesisInterval is the
@@ -110,6 +113,9 @@ func (o Options) Validate() error {
 		return fmt.Errorf("--nemesis-interval %v: want at least 1s", o.NemesisInterval)
 	}
 	if _, err := nemesis.Parse(o.Nemesis); err != nil {
+		return err
+	}
+	if err := validateSettings(o.NodeSettings); err != nil {
 		return err
 	}
 	if len(o.Schedule) > 0 {
@@ -531,6 +537,12 @@ func (t *Test) finalWave(ctx context.Context, hw *history.Writer, nodes []Node, 
 	wg.Wait()
 }
 
+// ErrUnsupported is wrapped by Run's error when the implementation or the
+// runtime cannot take the test's workload or one of its faults, as it
+// declares (GET /v1/capabilities) or as the runtime knows: the test could
+// not be run as asked, which says nothing about correctness.
+var ErrUnsupported = nemesis.ErrUnsupported
+
 // checkCapability refuses a workload the implementation cannot serve, as
 // it declares in GET /v1/capabilities, and returns what it declares.
 func checkCapability(ctx context.Context, c *nodeclient.Client, w workloads.Workload) (nodeclient.Capabilities, error) {
@@ -545,8 +557,8 @@ func checkCapability(ctx context.Context, c *nodeclient.Client, w workloads.Work
 			return caps, nil
 		}
 	}
-	return caps, fmt.Errorf("workload %s needs the %q capability, which %s does not declare (it has %v)",
-		w.Name(), w.Capability(), caps.Implementation, caps.Capabilities)
+	return caps, fmt.Errorf("%w: workload %s needs the %q capability, which %s does not declare (it has %v)",
+		ErrUnsupported, w.Name(), w.Capability(), caps.Implementation, caps.Capabilities)
 }
 
 // nemesis returns the test's fault runner (nil: no faults), refusing

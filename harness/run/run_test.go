@@ -3,6 +3,7 @@ package run
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -11,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -160,6 +162,10 @@ func TestBadOptions(t *testing.T) {
 		"no op timeout":  func(o *Options) { o.OpTimeout = 0 },
 		"no entities":    func(o *Options) { o.Entities = 0 },
 		"skew below one": func(o *Options) { o.Skew = 0.5 },
+		"setting name":   func(o *Options) { o.NodeSettings = map[string]string{"Stable_After": "1s"} },
+		"empty setting":  func(o *Options) { o.NodeSettings = map[string]string{"stable-after": ""} },
+		"two lines":      func(o *Options) { o.NodeSettings = map[string]string{"stable-after": "1s\nX=1"} },
+		"start setting":  func(o *Options) { o.NodeSettings = map[string]string{"journal": "http://elsewhere"} },
 	}
 	for name, mod := range mods {
 		o := base
@@ -258,7 +264,88 @@ func TestRefusesWorkloadWithoutCapability(t *testing.T) {
 	o.Workload, o.Nodes = "idgen", 1
 	test := &Test{Options: o, Runtime: fakeRuntime{strings.TrimPrefix(srv.URL, "http://")}, Workload: w, Log: quiet()}
 	_, err := test.Run(context.Background(), t.TempDir())
-	if err == nil || !strings.Contains(err.Error(), `needs the "singleton" capability`) || !strings.Contains(err.Error(), "theirs") {
-		t.Fatalf("err = %v, want a refusal naming the capability and implementation", err)
+	if err == nil || !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), `needs the "singleton" capability`) || !strings.Contains(err.Error(), "theirs") {
+		t.Fatalf("err = %v, want ErrUnsupported naming the capability and implementation", err)
+	}
+}
+
+func TestSettingsRendering(t *testing.T) {
+	s := map[string]string{"stable-after": "60s", "down-removal-margin": "5s"}
+	tests := []struct {
+		name string
+		got  []string
+		want []string
+	}{
+		{"env", SettingsEnv(s), []string{"SHARDTEST_DOWN_REMOVAL_MARGIN=5s", "SHARDTEST_STABLE_AFTER=60s"}},
+		{"flags", SettingsFlags(s), []string{"--down-removal-margin=5s", "--stable-after=60s"}},
+		{"string", []string{SettingsString(s)}, []string{"down-removal-margin=5s stable-after=60s"}},
+		{"none", SettingsEnv(nil), nil},
+	}
+	for _, tt := range tests {
+		if !slices.Equal(tt.got, tt.want) {
+			t.Errorf("%s: %q, want %q", tt.name, tt.got, tt.want)
+		}
+	}
+}
+
+// The catalogue against another implementation's image: the scenario's
+// settings reach its nodes through the environment alone, and a scenario
+// whose faults it does not declare is skipped, not failed. The other
+// implementation is the reference image started without the clock
+// capability (--without-capabilities, given through --node-arg).
+func TestTestAllAgainstAnotherImage(t *testing.T) {
+	if os.Getenv("SHARDTEST_NO_DOCKER") == "1" {
+		t.Skip("SHARDTEST_NO_DOCKER=1")
+	}
+	bin, err := os.ReadFile(binary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The reference image of this binary, as another implementation's:
+	// the runtime builds it (for the journal) before it looks for --image.
+	image := docker.ImageTag(bin)
+	root := t.TempDir()
+	cmd := exec.Command(binary, "test-all", "--runtime", "docker", "--binary", binary, "--image", image,
+		"--scenario", "passivation-churn,clock-storm", "--node-arg=--without-capabilities=clock", "--results", root)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("test-all: %v\n%s", err, out)
+	}
+	sums, _ := filepath.Glob(filepath.Join(root, "test-all", "*", "summary.json"))
+	if len(sums) != 1 {
+		t.Fatalf("summaries %v, want 1\n%s", sums, out)
+	}
+	b, err := os.ReadFile(sums[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var runs []struct {
+		Scenario, Verdict, Skipped, Dir string
+	}
+	if err := json.Unmarshal(b, &runs); err != nil || len(runs) != 2 {
+		t.Fatalf("summary.json: %v, %s", err, b)
+	}
+	for _, r := range runs {
+		switch r.Scenario {
+		case "passivation-churn":
+			if r.Verdict != "valid" || r.Skipped != "" {
+				t.Errorf("passivation-churn: %+v, want valid", r)
+			}
+			var o Options
+			if b, err := os.ReadFile(filepath.Join(r.Dir, "test.json")); err != nil || json.Unmarshal(b, &o) != nil || o.NodeImage != image || o.NodeSettings["passivate-idle-after"] != "30ms" {
+				t.Errorf("passivation-churn's test.json: %v, %+v; want image %s and its setting", err, o, image)
+			}
+			// Only the environment carried the setting to the nodes.
+			ev, err := os.ReadFile(filepath.Join(r.Dir, "events.jsonl"))
+			if err != nil || !strings.Contains(string(ev), `"entity-passivated"`) {
+				t.Errorf("passivation-churn: no entity passivated (%v): the setting did not reach the nodes", err)
+			}
+		case "clock-storm":
+			if !strings.Contains(r.Skipped, `"clock" capability`) {
+				t.Errorf("clock-storm: %+v, want skipped for the clock capability", r)
+			}
+		default:
+			t.Errorf("unexpected run %+v", r)
+		}
 	}
 }

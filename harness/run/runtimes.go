@@ -20,6 +20,8 @@ type Docker struct {
 	// Image runs the nodes from another implementation's image.
 	Image    string
 	NodeArgs []string
+	// Settings go to every node as environment variables (SettingsEnv).
+	Settings map[string]string
 	Log      *slog.Logger
 }
 
@@ -28,7 +30,8 @@ func (Docker) Name() string { return "docker" }
 
 // Start implements Runtime.
 func (d Docker) Start(ctx context.Context, runID string, nodes int, dir string) (Cluster, error) {
-	c, err := docker.Start(ctx, docker.Options{Nodes: nodes, RunID: runID, Dir: dir, NodeArgs: d.NodeArgs, Binary: d.Binary, NodeImage: d.Image, Logger: d.Log})
+	c, err := docker.Start(ctx, docker.Options{Nodes: nodes, RunID: runID, Dir: dir, NodeArgs: d.NodeArgs,
+		NodeEnv: SettingsEnv(d.Settings), Binary: d.Binary, NodeImage: d.Image, Logger: d.Log})
 	if err != nil {
 		return nil, err
 	}
@@ -63,6 +66,9 @@ type Local struct {
 	Binary   string
 	BasePort int
 	NodeArgs []string
+	// Settings go to every node as its flags (SettingsFlags), before
+	// NodeArgs, so an explicit --node-arg wins.
+	Settings map[string]string
 	Log      *slog.Logger
 }
 
@@ -71,7 +77,8 @@ func (Local) Name() string { return "local" }
 
 // Start implements Runtime; logs land in dir as the nodes write them.
 func (l Local) Start(ctx context.Context, _ string, nodes int, dir string) (Cluster, error) {
-	c, err := local.Start(ctx, local.Options{Binary: l.Binary, Nodes: nodes, BasePort: l.BasePort, Dir: dir, NodeArgs: l.NodeArgs, Logger: l.Log})
+	c, err := local.Start(ctx, local.Options{Binary: l.Binary, Nodes: nodes, BasePort: l.BasePort, Dir: dir,
+		NodeArgs: append(SettingsFlags(l.Settings), l.NodeArgs...), Logger: l.Log})
 	if err != nil {
 		return nil, err
 	}

@@ -12,6 +12,7 @@ package scenario
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -36,8 +37,10 @@ type Scenario struct {
 	Rate float64
 	// Limit is the main phase; OpTimeout one operation's (default 5 s).
 	Limit, OpTimeout time.Duration
-	// NodeArgs are node flags the situation needs (e.g. fast passivation).
-	NodeArgs []string
+	// Settings are the optional node settings the situation needs (e.g.
+	// fast passivation), by name (docs/protocol.md, "Optional settings"):
+	// any implementation gets them, as environment variables.
+	Settings map[string]string
 	// Schedule is a scripted fault schedule; or Nemesis and Interval draw
 	// one from the seed (nemesis.Plan).
 	Schedule []nemesis.Step
@@ -66,7 +69,7 @@ func (s Scenario) Options(seed int64, runtime string, withBug bool) run.Options 
 		Name: s.Name, Scenario: s.Name, Runtime: runtime, Workload: s.Workload,
 		Nodes: s.Nodes, Concurrency: s.Concurrency, Rate: s.Rate,
 		TimeLimit: s.Limit, OpTimeout: s.OpTimeout, Entities: s.Entities, PerEntity: 2,
-		Seed: seed, NodeArgs: slices.Clone(s.NodeArgs),
+		Seed: seed, NodeSettings: maps.Clone(s.Settings),
 		Nemesis: s.Nemesis, NemesisInterval: s.Interval,
 		Schedule: nemesis.SeedSchedule(s.Schedule, seed), Expect: slices.Clone(s.Expect),
 	}
@@ -175,7 +178,7 @@ func Catalog() []Scenario {
 				"static-quorum 3 of 6 is refused as unsafe), so, as in Akka's test, the survivors' resolver waits " +
 				"(stable-after 60 s) and the crashed members are downed by hand (POST /v1/admin/down)",
 			Nodes: 6, Workload: "register", Entities: 60, Limit: 40 * sec,
-			NodeArgs: []string{"--stable-after=60s", "--down-removal-margin=5s"},
+			Settings: map[string]string{"stable-after": "60s", "down-removal-margin": "5s"},
 			Schedule: []nemesis.Step{
 				at(8*sec, "kill:oldest-half"),
 				at(13*sec, "member:down-unreachable"), heal(14*sec, "member:down-unreachable"),
@@ -190,7 +193,7 @@ func Catalog() []Scenario {
 			Holds: "at least two shards move to each new node (shards-moved); nothing confirmed is lost and at-least-once " +
 				"senders redeliver across hand-offs (delivery); every ask on this healthy cluster is answered (liveness)",
 			Nodes: 3, Workload: "deliver", Entities: 60, Limit: 30 * sec,
-			NodeArgs: []string{"--rebalance-interval=1s"},
+			Settings: map[string]string{"rebalance-interval": "1s"},
 			Schedule: []nemesis.Step{
 				keyed(at(5*sec, "member:join"), "first"), keyed(at(12*sec, "member:join"), "second"),
 				keyed(heal(26*sec, "member:join"), "second"), keyed(heal(28*sec, "member:join"), "first"),
@@ -217,7 +220,7 @@ func Catalog() []Scenario {
 			Holds: "held messages reach the next incarnation: every ask is answered (liveness); never two incarnations at once " +
 				"(single-instance, hand-off); state survives every restart (linearizable)",
 			Nodes: 3, Workload: "register", Entities: 30, Rate: 300, Limit: 20 * sec,
-			NodeArgs: []string{"--passivate-idle-after=30ms"},
+			Settings: map[string]string{"passivate-idle-after": "30ms"},
 			Bug:      "drop-passivation-buffer", BugArgs: []string{"--bugs=drop-passivation-buffer"}, Checker: "liveness",
 			Smoke: true,
 		},
@@ -237,7 +240,7 @@ func Catalog() []Scenario {
 			Holds: "clocks are not trusted for safety: never two instances (single-instance, hand-off, singleton-events), reads " +
 				"never go back (linearizable), and every ask gets an answer once the clocks are healed (liveness)",
 			Nodes: 3, Workload: "register", Entities: 50, Limit: 30 * sec,
-			NodeArgs: []string{"--rebalance-interval=1s"},
+			Settings: map[string]string{"rebalance-interval": "1s"},
 			Schedule: []nemesis.Step{
 				at(3*sec, "member:join"),
 				targeted(at(4*sec, "clock:bump"), "all"), targeted(at(6*sec, "clock:strobe"), "all"), targeted(at(8*sec, "clock:drift"), "all"),
