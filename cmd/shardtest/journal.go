@@ -51,9 +51,14 @@ Nodes reach the journal over HTTP/JSON:
 
   POST /v1/append   {"pid","expected_seq","epoch","events":[base64...]}
   POST /v1/replay   {"pid","from","max"}
-  POST /v1/fence    {"pid"}
+  POST /v1/fence    {"pid","token"}
   POST /v1/highest  {"pid"}
   GET  /v1/health
+
+A fence with a token (optional: 1-64 letters, digits, '-', '_') is
+idempotent: repeating it returns the epoch it first gave, so a writer whose
+fence answer was lost can retry without fencing itself (the last 16 tokens
+of each id are remembered).
 
 Errors come back as {"error","code","outcome"}; outcome "fail" means nothing
 was written, "unknown" means it may have been.

@@ -3,6 +3,8 @@ package persistence
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -28,8 +30,8 @@ type ClientOptions struct {
 	Timeout time.Duration
 	// Retries is how many times a failed attempt is repeated when that is
 	// safe (default 3; negative: never). Replay, Highest and Fence are
-	// retried on any transport error or 5xx (repeating a Fence only raises
-	// the epoch further, which is harmless). Append is retried only when the
+	// retried on any transport error or 5xx (a Fence carries a token, so
+	// its repeats return the same epoch; see OnceFencer). Append is retried only when the
 	// connection could not be established, because once the request has
 	// been sent its outcome is unknown and only the caller can resolve it.
 	Retries int
@@ -120,8 +122,13 @@ func (c *Client) Fence(ctx context.Context, pid string) (uint64, int64, error) {
 	if err := validatePID(pid); err != nil {
 		return 0, 0, err
 	}
+	// One token for this call, on every attempt: if an attempt is applied
+	// but its answer lost, its retry (or the lost attempt itself, arriving
+	// late) gets the same epoch back instead of fencing this very caller.
+	b := make([]byte, 12)
+	rand.Read(b)
 	var resp fenceResponse
-	if err := c.call(ctx, pathFence, pidRequest{PID: pid}, &resp, retrySafe); err != nil {
+	if err := c.call(ctx, pathFence, fenceRequest{PID: pid, Token: hex.EncodeToString(b)}, &resp, retrySafe); err != nil {
 		return 0, 0, fmt.Errorf("fence %q: %w", pid, err)
 	}
 	return resp.Epoch, resp.Highest, nil

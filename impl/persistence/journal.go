@@ -58,6 +58,15 @@ type Journal interface {
 	Highest(ctx context.Context, pid string) (int64, error)
 }
 
+// OnceFencer is a Journal whose fences can be made idempotent: a fence
+// repeated with the same token returns the epoch the first one gave rather
+// than a higher one. Store implements it, and the server uses it for
+// requests with a token, which Client sends: one token per Fence call, the
+// same on each of its retries.
+type OnceFencer interface {
+	FenceOnce(ctx context.Context, pid, token string) (epoch uint64, highest int64, err error)
+}
+
 // Definite failures: the journal did not write anything.
 var (
 	// ErrSeqConflict: expectedSeq was not the highest stored sequence number.

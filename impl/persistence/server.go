@@ -69,6 +69,13 @@ type pidRequest struct {
 	PID string `json:"pid"`
 }
 
+// fenceRequest: Token (optional) makes a repeated fence return the epoch
+// the first one gave (OnceFencer).
+type fenceRequest struct {
+	PID   string `json:"pid"`
+	Token string `json:"token,omitempty"`
+}
+
 type fenceResponse struct {
 	Epoch   uint64 `json:"epoch"`
 	Highest int64  `json:"highest"`
@@ -168,11 +175,20 @@ func (s *server) handleReplay(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *server) handleFence(w http.ResponseWriter, r *http.Request) {
-	var req pidRequest
+	var req fenceRequest
 	if !s.decode(w, r, &req) {
 		return
 	}
-	epoch, highest, err := s.store.Fence(r.Context(), req.PID)
+	var (
+		epoch   uint64
+		highest int64
+		err     error
+	)
+	if once, ok := s.store.(OnceFencer); ok && req.Token != "" {
+		epoch, highest, err = once.FenceOnce(r.Context(), req.PID, req.Token)
+	} else {
+		epoch, highest, err = s.store.Fence(r.Context(), req.PID)
+	}
 	if err != nil {
 		s.writeStoreError(w, r, err)
 		return

@@ -1,13 +1,16 @@
 package persistence
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -100,6 +103,8 @@ func TestServerBadRequests(t *testing.T) {
 		{"empty pid append", "POST", "/v1/append", strings.NewReader(`{"pid":"","expected_seq":0,"events":["eA=="]}`), 400, codeInvalid},
 		{"empty pid replay", "POST", "/v1/replay", strings.NewReader(`{"pid":""}`), 400, codeInvalid},
 		{"empty pid fence", "POST", "/v1/fence", strings.NewReader(`{}`), 400, codeInvalid},
+		{"bad fence token", "POST", "/v1/fence", strings.NewReader(`{"pid":"p","token":"a b"}`), 400, codeInvalid},
+		{"long fence token", "POST", "/v1/fence", strings.NewReader(`{"pid":"p","token":"` + strings.Repeat("a", 65) + `"}`), 400, codeInvalid},
 		{"empty pid highest", "POST", "/v1/highest", strings.NewReader(`{"pid":""}`), 400, codeInvalid},
 		{"missing expected_seq", "POST", "/v1/append", strings.NewReader(`{"pid":"p","events":["eA=="]}`), 400, codeInvalid},
 		{"expected_seq -2", "POST", "/v1/append", strings.NewReader(`{"pid":"p","expected_seq":-2,"events":["eA=="]}`), 400, codeInvalid},
@@ -141,6 +146,9 @@ func TestServerGoodRequests(t *testing.T) {
 		{"POST", "/v1/append", `{"pid":"p","expected_seq":0,"events":["eA==","eQ=="]}`, map[string]any{"last_seq": 2.0}},
 		{"POST", "/v1/append", `{"pid":"p","expected_seq":-1,"events":["eg=="]}`, map[string]any{"last_seq": 3.0}},
 		{"POST", "/v1/fence", `{"pid":"p"}`, map[string]any{"epoch": 1.0, "highest": 3.0}},
+		{"POST", "/v1/fence", `{"pid":"p","token":"t-1"}`, map[string]any{"epoch": 2.0, "highest": 3.0}},
+		{"POST", "/v1/fence", `{"pid":"p","token":"t-1"}`, map[string]any{"epoch": 2.0, "highest": 3.0}},
+		{"POST", "/v1/fence", `{"pid":"p"}`, map[string]any{"epoch": 3.0, "highest": 3.0}},
 		{"POST", "/v1/highest", ` {"pid":"p"} `, map[string]any{"highest": 3.0}},
 	}
 	for _, st := range steps {
@@ -324,5 +332,54 @@ func TestClientClosedServer(t *testing.T) {
 				t.Errorf("%v, want ErrUnavailable", err)
 			}
 		})
+	}
+}
+
+// A fence whose answer is lost is retried by the client; the retry (or the
+// lost request, arriving late) must not fence the very caller: with the
+// client's token both get the same epoch.
+func TestFenceRetryIsIdempotent(t *testing.T) {
+	s, _ := openTestStore(t, true)
+	api := NewServer(s, slog.New(slog.DiscardHandler))
+	var mu sync.Mutex
+	lost := 0
+	var first []byte
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		mu.Lock()
+		lose := lost < 2
+		lost++
+		first = body
+		mu.Unlock()
+		if lose { // applied, but the answer is lost: the connection drops
+			api.ServeHTTP(httptest.NewRecorder(), r)
+			conn, _, err := w.(http.Hijacker).Hijack()
+			if err == nil {
+				conn.Close()
+			}
+			return
+		}
+		api.ServeHTTP(w, r) // the last retry: applied and answered
+	}))
+	defer srv.Close()
+	c := NewClient(srv.URL, ClientOptions{Timeout: 5 * time.Second, Backoff: time.Millisecond})
+	defer c.CloseIdleConnections()
+	epoch, _, err := c.Fence(context.Background(), "p")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lost != 3 {
+		t.Fatalf("%d attempts, want 3 (two answers lost)", lost)
+	}
+	// A copy of the request, held up in the network, arrives late.
+	late := httptest.NewRecorder()
+	api.ServeHTTP(late, httptest.NewRequest(http.MethodPost, "/v1/fence", bytes.NewReader(first)))
+	if late.Code != http.StatusOK {
+		t.Fatalf("late copy: %d %s", late.Code, late.Body)
+	}
+	// Four requests were applied; the caller holds the only epoch given.
+	if next, _, err := s.Fence(context.Background(), "p"); err != nil || epoch != 1 || next != 2 {
+		t.Fatalf("the client got epoch %d, the next fence %d (%v); want 1 and 2", epoch, next, err)
 	}
 }

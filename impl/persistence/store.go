@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 	"unicode/utf8"
 
@@ -24,7 +25,10 @@ var (
 	bucketEvents = []byte("events")
 	bucketEpochs = []byte("epochs")
 	bucketMeta   = []byte("meta")
-	keyGlobal    = []byte("global")
+	// bucketFenceTokens holds, per pid, a bucket of fence token → the
+	// epoch that fence gave (the last fenceTokensKept of them).
+	bucketFenceTokens = []byte("fence-tokens")
+	keyGlobal         = []byte("global")
 )
 
 // recordVersion prefixes every stored event so the encoding can change later
@@ -73,7 +77,7 @@ func Open(path string, opts StoreOptions) (*Store, error) {
 		return nil, fmt.Errorf("open journal %s: %w", path, err)
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
-		for _, name := range [][]byte{bucketEvents, bucketEpochs, bucketMeta} {
+		for _, name := range [][]byte{bucketEvents, bucketEpochs, bucketMeta, bucketFenceTokens} {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 				return fmt.Errorf("create bucket %s: %w", name, err)
 			}
@@ -206,7 +210,24 @@ func (s *Store) Replay(ctx context.Context, pid string, from int64, max int) ([]
 // Fence implements Journal: it raises the epoch by one in a write
 // transaction, so two concurrent fences get distinct epochs.
 func (s *Store) Fence(ctx context.Context, pid string) (uint64, int64, error) {
+	return s.FenceOnce(ctx, pid, "")
+}
+
+// fenceTokensKept is how many of a pid's latest fence tokens are
+// remembered: a repeat older than that raises the epoch again, which is
+// safe (it only fences), just no longer idempotent.
+const fenceTokensKept = 16
+
+// FenceOnce implements OnceFencer: Fence, except that a repeat of a fence
+// with the same token (a retry whose first attempt was applied but whose
+// answer was lost, possibly arriving after the retry) returns the epoch
+// that fence gave instead of raising it again, so a writer is never fenced
+// by its own request. An empty token is a plain Fence.
+func (s *Store) FenceOnce(ctx context.Context, pid, token string) (uint64, int64, error) {
 	if err := validatePID(pid); err != nil {
+		return 0, 0, err
+	}
+	if err := validateFenceToken(token); err != nil {
 		return 0, 0, err
 	}
 	if err := ctx.Err(); err != nil {
@@ -215,14 +236,32 @@ func (s *Store) Fence(ctx context.Context, pid string) (uint64, int64, error) {
 	var epoch uint64
 	var highest int64
 	err := s.db.Update(func(tx *bolt.Tx) error {
-		epochs := tx.Bucket(bucketEpochs)
-		current := getUint64(epochs, []byte(pid))
-		if current == math.MaxUint64 {
-			return fmt.Errorf("pid %q: epoch space exhausted", pid)
+		var tokens *bolt.Bucket
+		if token != "" {
+			var err error
+			if tokens, err = tx.Bucket(bucketFenceTokens).CreateBucketIfNotExists([]byte(pid)); err != nil {
+				return fmt.Errorf("create fence-token bucket for pid %q: %w", pid, err)
+			}
+			epoch = getUint64(tokens, []byte(token))
 		}
-		epoch = current + 1
-		if err := putUint64(epochs, []byte(pid), epoch); err != nil {
-			return err
+		if epoch == 0 { // a new fence
+			epochs := tx.Bucket(bucketEpochs)
+			current := getUint64(epochs, []byte(pid))
+			if current == math.MaxUint64 {
+				return fmt.Errorf("pid %q: epoch space exhausted", pid)
+			}
+			epoch = current + 1
+			if err := putUint64(epochs, []byte(pid), epoch); err != nil {
+				return err
+			}
+			if tokens != nil {
+				if err := putUint64(tokens, []byte(token), epoch); err != nil {
+					return err
+				}
+				if err := forgetOldTokens(tokens, epoch); err != nil {
+					return err
+				}
+			}
 		}
 		var err error
 		highest, err = highestIn(tx.Bucket(bucketEvents).Bucket([]byte(pid)))
@@ -232,6 +271,43 @@ func (s *Store) Fence(ctx context.Context, pid string) (uint64, int64, error) {
 		return 0, 0, err
 	}
 	return epoch, highest, nil
+}
+
+// forgetOldTokens deletes the tokens of fences more than fenceTokensKept
+// epochs before epoch.
+func forgetOldTokens(tokens *bolt.Bucket, epoch uint64) error {
+	if epoch <= fenceTokensKept {
+		return nil
+	}
+	var old [][]byte
+	err := tokens.ForEach(func(k, v []byte) error {
+		if len(v) == 8 && binary.BigEndian.Uint64(v) <= epoch-fenceTokensKept {
+			old = append(old, slices.Clone(k))
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, k := range old {
+		if err := tokens.Delete(k); err != nil {
+			return fmt.Errorf("forget fence token: %w", err)
+		}
+	}
+	return nil
+}
+
+// validateFenceToken: empty, or 1 to 64 letters, digits, '-' and '_'.
+func validateFenceToken(token string) error {
+	if len(token) > 64 {
+		return fmt.Errorf("%w: fence token of %d bytes exceeds 64", ErrInvalid, len(token))
+	}
+	for _, r := range token {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
+			return fmt.Errorf("%w: fence token %q: want letters, digits, '-' and '_'", ErrInvalid, token)
+		}
+	}
+	return nil
 }
 
 // Highest implements Journal.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -499,5 +500,47 @@ func TestClosedStore(t *testing.T) {
 	}
 	if _, err := s.Append(context.Background(), "p", 0, NoEpoch, [][]byte{[]byte("x")}); err == nil || IsDefinite(err) {
 		t.Fatalf("Append on closed store: %v, want an indefinite error", err)
+	}
+}
+
+func TestFenceOnce(t *testing.T) {
+	ctx := context.Background()
+	type fence struct {
+		token string
+		want  uint64
+	}
+	var many []fence
+	for i := range fenceTokensKept + 2 {
+		many = append(many, fence{fmt.Sprintf("t%d", i), uint64(i + 1)})
+	}
+	tests := []struct {
+		name   string
+		fences []fence
+	}{
+		{"a repeat gets the same epoch", []fence{{"a", 1}, {"a", 1}, {"b", 2}, {"b", 2}}},
+		{"no token always raises", []fence{{"", 1}, {"", 2}, {"a", 3}, {"", 4}}},
+		// A late copy of an older fence gets its own, now stale, epoch
+		// back: it does not fence the newer writer.
+		{"late copy after a newer fence", []fence{{"a", 1}, {"b", 2}, {"a", 1}, {"c", 3}}},
+		// Only the latest tokens are kept: an older repeat raises again
+		// (safe: it can only fence).
+		{"forgotten token", append(slices.Clone(many), fence{"t0", uint64(len(many) + 1)}, fence{"t17", uint64(len(many))})},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, _ := openTestStore(t, true)
+			for i, f := range tt.fences {
+				epoch, _, err := s.FenceOnce(ctx, "p", f.token)
+				if err != nil || epoch != f.want {
+					t.Fatalf("fence %d (token %q): epoch %d, %v; want %d", i, f.token, epoch, err, f.want)
+				}
+			}
+		})
+	}
+	s, _ := openTestStore(t, true)
+	for _, bad := range []string{"a b", "ä", strings.Repeat("x", 65), "x\x00"} {
+		if _, _, err := s.FenceOnce(ctx, "p", bad); !errors.Is(err, ErrInvalid) {
+			t.Errorf("token %q: %v, want ErrInvalid", bad, err)
+		}
 	}
 }
