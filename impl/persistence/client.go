@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -31,9 +30,10 @@ type ClientOptions struct {
 	// Retries is how many times a failed attempt is repeated when that is
 	// safe (default 3; negative: never). Replay, Highest and Fence are
 	// retried on any transport error or 5xx (a Fence carries a token, so
-	// its repeats return the same epoch; see OnceFencer). Append is retried only when the
-	// connection could not be established, because once the request has
-	// been sent its outcome is unknown and only the caller can resolve it.
+	// its repeats return the same epoch; see OnceFencer). Append is
+	// retried only when the connection could not be established, because
+	// once the request has been sent its outcome is unknown and only the
+	// caller can resolve it.
 	Retries int
 	// Backoff is the pause before the first retry; it doubles each retry
 	// (default 200ms).
@@ -125,10 +125,8 @@ func (c *Client) Fence(ctx context.Context, pid string) (uint64, int64, error) {
 	// One token for this call, on every attempt: if an attempt is applied
 	// but its answer lost, its retry (or the lost attempt itself, arriving
 	// late) gets the same epoch back instead of fencing this very caller.
-	b := make([]byte, 12)
-	rand.Read(b)
 	var resp fenceResponse
-	if err := c.call(ctx, pathFence, fenceRequest{PID: pid, Token: hex.EncodeToString(b)}, &resp, retrySafe); err != nil {
+	if err := c.call(ctx, pathFence, fenceRequest{PID: pid, Token: rand.Text()}, &resp, retrySafe); err != nil {
 		return 0, 0, fmt.Errorf("fence %q: %w", pid, err)
 	}
 	return resp.Epoch, resp.Highest, nil

@@ -184,7 +184,7 @@ func (s *server) handleFence(w http.ResponseWriter, r *http.Request) {
 		highest int64
 		err     error
 	)
-	if once, ok := s.store.(OnceFencer); ok && req.Token != "" {
+	if once, ok := s.store.(OnceFencer); ok {
 		epoch, highest, err = once.FenceOnce(r.Context(), req.PID, req.Token)
 	} else {
 		epoch, highest, err = s.store.Fence(r.Context(), req.PID)
