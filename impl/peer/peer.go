@@ -22,6 +22,14 @@ import (
 // the receiver's filter can drop requests from a cut-off peer.
 const FromHeader = "X-Shardtest-From"
 
+// ToHeader names the member (its uid) a node-to-node request is meant for.
+// A restarted member comes back at the same addresses as a new
+// incarnation, so a request sent to the old one reaches the new one; the
+// receiver refuses what is meant for another incarnation instead of
+// acting on it (e.g. hosting a shard the coordinator still places at the
+// old incarnation).
+const ToHeader = "X-Shardtest-To"
+
 // Filter is the in-process packet filter. Peers are named by their gossip
 // address (host:port). Dropping inbound packets from a peer, or outbound
 // packets to it, is directional for datagrams (heartbeats); a TCP stream
@@ -172,6 +180,12 @@ func (c *Client) Close() { c.http.CloseIdleConnections() }
 // address is gossipAddr and decodes a 2xx answer into resp (if not nil).
 // A cut peer behaves as on a real network: the call waits until ctx is done.
 func (c *Client) Call(ctx context.Context, gossipAddr, httpAddr, path string, req, resp any) error {
+	return c.CallTo(ctx, "", gossipAddr, httpAddr, path, req, resp)
+}
+
+// CallTo is Call for the member whose uid is to (sent as ToHeader; ""
+// sends none).
+func (c *Client) CallTo(ctx context.Context, to, gossipAddr, httpAddr, path string, req, resp any) error {
 	if !c.filter.AllowsStream(gossipAddr) {
 		<-ctx.Done()
 		return fmt.Errorf("%w: %s: %w", ErrUnreachable, gossipAddr, ctx.Err())
@@ -186,6 +200,9 @@ func (c *Client) Call(ctx context.Context, gossipAddr, httpAddr, path string, re
 	}
 	hr.Header.Set("Content-Type", "application/json")
 	hr.Header.Set(FromHeader, c.self)
+	if to != "" {
+		hr.Header.Set(ToHeader, to)
+	}
 	res, err := c.http.Do(hr)
 	if err != nil {
 		return fmt.Errorf("%w: %s: %w", ErrUnreachable, httpAddr, err)

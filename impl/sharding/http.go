@@ -113,6 +113,13 @@ func (rt *router) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		peer.WriteFail(w, http.StatusMethodNotAllowed, CodeMethod, "use POST")
 		return
 	}
+	if to := req.Header.Get(peer.ToHeader); to != "" && to != r.self {
+		// Meant for an earlier incarnation of this member, at the same
+		// address: that region is gone, as if stopped. Acting on it would
+		// host or hand off a shard the coordinator places elsewhere.
+		peer.WriteFail(w, http.StatusServiceUnavailable, CodeRegionStop, "region "+to+" is gone; this is "+r.self)
+		return
+	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, req.Body, maxBody))
 	if err != nil {
 		var tooBig *http.MaxBytesError

@@ -581,7 +581,7 @@ func (r *Region) send(env *envelope, home string) (rep Reply, err error, rebuffe
 	tctx := httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
 		GotConn: func(httptrace.GotConnInfo) { gotConn.Store(true) },
 	})
-	err = r.d.Peers.Call(tctx, m.GossipAddr, m.HTTPAddr, r.path(opDeliver), env.msg, &rep)
+	err = r.d.Peers.CallTo(tctx, home, m.GossipAddr, m.HTTPAddr, r.path(opDeliver), env.msg, &rep)
 	if err == nil {
 		return rep, nil, false
 	}

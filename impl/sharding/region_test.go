@@ -749,3 +749,43 @@ func TestSubmitKeepsOrder(t *testing.T) {
 		})
 	}
 }
+
+// A restarted member comes back at the same address as a new incarnation:
+// a region request meant for the old incarnation (the coordinator still
+// places a shard there) must be refused by the new one, not acted on.
+// Before, the new incarnation hosted the shard while the coordinator,
+// once the old one was terminated, allocated it elsewhere too: a shard in
+// two regions (found by CI's Docker nemesis run, kill:minority).
+func TestRegionRefusesRequestsForAnEarlierIncarnation(t *testing.T) {
+	s := testSettings()
+	c := newShardCluster(t, 2, s)
+	c.setAll(allUp("n1", "n2"))
+	c.start("n1", "n2")
+	c.awaitRegistered("n1", "n2")
+	n1, n2 := c.node("n1"), c.node("n2")
+	earlier := "n1@i0" // n1's previous incarnation, at the same address
+	tests := []struct {
+		name, op string
+		body     any
+	}{
+		{"host-shard", opHostShard, ShardRequest{Shard: "7"}},
+		{"hand-off", opHandOff, ShardRequest{Shard: "7"}},
+		{"deliver", opDeliver, Message{EntityID: "x", Op: "add"}},
+	}
+	for _, tt := range tests {
+		err := n2.peers.CallTo(context.Background(), earlier, n1.member.GossipAddr, n1.member.HTTPAddr,
+			regionPath(s.TypeName, tt.op), tt.body, nil)
+		var re *peer.RemoteError
+		if !errors.As(err, &re) || re.Body.Code != CodeRegionStop || re.Body.Outcome != peer.OutcomeFail {
+			t.Errorf("%s for %s: %v, want a definite %s", tt.name, earlier, err, CodeRegionStop)
+		}
+	}
+	if hosted := n1.region.HostedShards(); slices.Contains(hosted, "7") {
+		t.Fatalf("n1 hosts shard 7 (%v) on a request meant for %s", hosted, earlier)
+	}
+	// Addressed to n1 itself, the same request is served.
+	if err := n2.peers.CallTo(context.Background(), n1.uid(), n1.member.GossipAddr, n1.member.HTTPAddr,
+		regionPath(s.TypeName, opHostShard), ShardRequest{Shard: "7"}, nil); err != nil {
+		t.Fatalf("host-shard for %s itself: %v", n1.uid(), err)
+	}
+}
