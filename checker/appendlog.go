@@ -7,7 +7,8 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/shardtest/shardtest/harness/history"
+	"github.com/shardtest/shardtest/history"
+	"github.com/shardtest/shardtest/protocol"
 )
 
 // AppendLog checks the append workload's logs against the last complete
@@ -26,14 +27,9 @@ type AppendLog struct{}
 // Name implements Checker.
 func (AppendLog) Name() string { return "append-log" }
 
-type logEntry struct {
-	Client string `json:"client"`
-	Seq    int64  `json:"seq"`
-}
-
 // appended is one acknowledged append, with its real-time interval.
 type appended struct {
-	e          logEntry
+	e          protocol.LogEntry
 	call, ret  int64
 	inv        int64 // history index of the invocation
 	tell, sure bool  // tell: fire-and-forget; sure: acknowledged append
@@ -44,7 +40,7 @@ func (AppendLog) Check(ctx context.Context, h *history.File, _ string) Result {
 	res := Result{Checker: "append-log"}
 	p := pairOps(h.Ops, func(op *history.Op) bool { return strings.HasPrefix(op.Entity, "log/") })
 	writes := map[string][]appended{}
-	lastRead := map[string][]logEntry{}
+	lastRead := map[string][]protocol.LogEntry{}
 	lastReadAt := map[string]int64{}   // completion of the last read
 	lastReadCall := map[string]int64{} // and its invocation
 	var bad []string
@@ -56,7 +52,7 @@ func (AppendLog) Check(ctx context.Context, h *history.File, _ string) Result {
 		}
 		switch inv.F {
 		case "append", "tell":
-			var e logEntry
+			var e protocol.LogEntry
 			if err := json.Unmarshal(inv.Value, &e); err != nil || e.Client == "" {
 				bad = append(bad, fmt.Sprintf("#%d: unreadable %s arguments %s", inv.Index, inv.F, inv.Value))
 				continue
@@ -115,7 +111,7 @@ func (AppendLog) Check(ctx context.Context, h *history.File, _ string) Result {
 		// Appends acknowledged after the last read was sent may be missing
 		// from it: only appends completed before then must be there.
 		readAt := lastReadCall[ent]
-		pos := map[logEntry]int{}
+		pos := map[protocol.LogEntry]int{}
 		for i, e := range log {
 			if _, dup := pos[e]; dup {
 				violations = append(violations, fmt.Sprintf("%s: entry {client %s, seq %d} appears more than once", ent, e.Client, e.Seq))
@@ -180,10 +176,8 @@ func (AppendLog) Check(ctx context.Context, h *history.File, _ string) Result {
 
 // logRead decodes the result of a log read; why says what was wrong with
 // an unreadable one, for the evidence.
-func logRead(comp *history.Op) (entries []logEntry, why string) {
-	var r struct {
-		Entries []logEntry `json:"entries"`
-	}
+func logRead(comp *history.Op) (entries []protocol.LogEntry, why string) {
+	var r protocol.LogReadResult
 	if err := json.Unmarshal(comp.Value, &r); err != nil {
 		return nil, fmt.Sprintf("#%d: unreadable read result %s", comp.Index, comp.Value)
 	}

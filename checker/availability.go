@@ -3,7 +3,6 @@ package checker
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"fmt"
 	"math"
 	"os"
@@ -12,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/shardtest/shardtest/harness/history"
+	"github.com/shardtest/shardtest/history"
 )
 
 // Availability reports throughput, latency and unavailability over time,
@@ -62,6 +61,8 @@ type Report struct {
 	MedianOKRate, BaselineOKRate float64
 	// UnmatchedHeals: heals with no inject of their fault open.
 	UnmatchedHeals int
+	// FailedInjects: injects that did nothing (no window).
+	FailedInjects int
 }
 
 // Bucket is one time bucket [Start, End): the completions in it, and the
@@ -136,6 +137,9 @@ func (a Availability) Check(ctx context.Context, h *history.File, outDir string)
 	if r.BaselineOKRate == 0 && len(r.Faults) > 0 {
 		res.Evidence = append(res.Evidence, "no whole bucket with ok ops before the first fault: no baseline to measure recovery against")
 	}
+	if r.FailedInjects > 0 {
+		res.Evidence = append(res.Evidence, fmt.Sprintf("%d injects failed and did nothing; they are not faults here", r.FailedInjects))
+	}
 	if r.UnmatchedHeals > 0 {
 		res.Evidence = append(res.Evidence, fmt.Sprintf("%d heals had no inject of their fault open and were ignored", r.UnmatchedHeals))
 	}
@@ -204,7 +208,7 @@ func analyze(h *history.File) (Report, pairing) {
 	if !have {
 		return r, pg
 	}
-	r.Faults, r.UnmatchedHeals = faultWindows(ops, r.End)
+	r.Faults, r.UnmatchedHeals, r.FailedInjects = faultWindows(ops, r.End)
 	for _, f := range r.Faults {
 		widen(f.Inject) // an inject's beginning may precede every entry
 	}
@@ -385,63 +389,28 @@ func (r *Report) fault(f *FaultWindow, okTimes []int64, until int64, why string)
 	f.NotRecovered = "not by the end"
 }
 
-// faultWindows pairs each inject with the next heal of the same fault (a
-// heal closes every open inject of its fault that shares a target with it,
-// or all when either names none); an inject never healed
-// lasts until end. It also counts heals with nothing to close.
-func faultWindows(ops []history.Op, end int64) ([]FaultWindow, int) {
-	var (
-		faults    []FaultWindow
-		open      = map[string][]int{} // fault -> indexes into faults
-		targets   = map[int][]string{} // index into faults -> its targets
-		unmatched int
-	)
-	for i := range ops {
-		op := &ops[i]
-		if op.Kind != history.Nemesis {
+// faultWindows are the faults that happened (history.Faults: each inject
+// with its heal; an inject never healed lasts until end), in inject
+// order, the heals that closed nothing, and the injects that failed and
+// did nothing (no window: no fault happened).
+func faultWindows(ops []history.Op, end int64) (faults []FaultWindow, unmatched, failed int) {
+	spans, unmatched := history.Faults(ops)
+	for _, s := range spans {
+		if s.Failed() {
+			failed++
 			continue
 		}
-		var v struct {
-			Action string `json:"action"`
-			Began  *int64 `json:"began"`
+		f := FaultWindow{Fault: s.Fault(), Inject: s.Inject.Began, Heal: end, Error: s.Inject.Error}
+		if s.Heal != nil {
+			f.Heal, f.Healed = max(s.Heal.At, f.Inject), true
+			if s.Heal.Error != "" && f.Error == "" {
+				f.Error = "heal: " + s.Heal.Error
+			}
 		}
-		_ = json.Unmarshal(op.Value, &v) // unreadable: no action, ignored below
-		switch v.Action {
-		case "inject":
-			began := op.Time
-			if v.Began != nil && *v.Began >= 0 && *v.Began <= op.Time {
-				began = *v.Began
-			}
-			open[op.F] = append(open[op.F], len(faults))
-			targets[len(faults)] = nemesisTargets(*op)
-			faults = append(faults, FaultWindow{Fault: op.F, Inject: began, Heal: end, Error: op.Error})
-		case "heal":
-			// A heal closes the open injects of its fault, but not those
-			// whose targets it does not name (two joins overlapping under
-			// different schedule keys: each heal is its own node's).
-			healTargets := nemesisTargets(*op)
-			var still []int
-			closed := 0
-			for _, k := range open[op.F] {
-				f := &faults[k]
-				if len(healTargets) > 0 && len(targets[k]) > 0 && !intersects(healTargets, targets[k]) {
-					still = append(still, k)
-					continue
-				}
-				closed++
-				f.Heal, f.Healed = max(op.Time, f.Inject), true
-				if op.Error != "" && f.Error == "" {
-					f.Error = "heal: " + op.Error
-				}
-			}
-			if closed == 0 {
-				unmatched++
-			}
-			open[op.F] = still
-		}
+		faults = append(faults, f)
 	}
 	slices.SortStableFunc(faults, func(a, b FaultWindow) int { return cmp.Compare(a.Inject, b.Inject) })
-	return faults, unmatched
+	return faults, unmatched, failed
 }
 
 // bucketing picks the bucket width (whole seconds, at most maxBuckets

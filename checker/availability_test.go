@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/shardtest/shardtest/harness/history"
+	"github.com/shardtest/shardtest/history"
 )
 
 const sec = int64(time.Second)

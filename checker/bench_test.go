@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/shardtest/shardtest/harness/history"
+	"github.com/shardtest/shardtest/history"
 )
 
 // decodeTime is how long history.Read takes on data (the best of two).

@@ -1,7 +1,7 @@
 // Package checker holds the checkers: each reads a recorded history and
 // returns a verdict (valid, invalid or unknown) with evidence a person can
 // follow. Checkers depend only on the history format (package
-// harness/history, docs/history.md), never on the rest of the harness, so a
+// history, docs/history.md), never on the rest of the harness, so a
 // stored run can be checked again later.
 //
 // Conventions shared by the checkers: a completion belongs to its process's
@@ -15,7 +15,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/shardtest/shardtest/harness/history"
+	"github.com/shardtest/shardtest/history"
 )
 
 // Verdict is a checker's conclusion.

@@ -7,7 +7,8 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/shardtest/shardtest/harness/history"
+	"github.com/shardtest/shardtest/history"
+	"github.com/shardtest/shardtest/protocol"
 )
 
 // Delivery checks the deliver workload's guarantees (docs/protocol.md):
@@ -27,13 +28,6 @@ type Delivery struct{}
 // Name implements Checker.
 func (Delivery) Name() string { return "delivery" }
 
-type message struct {
-	To     string `json:"to"`
-	Client string `json:"client"`
-	Seq    int64  `json:"seq"`
-	Dedup  bool   `json:"dedup"`
-}
-
 type msgKey struct {
 	client string
 	seq    int64
@@ -46,7 +40,7 @@ func (Delivery) Check(ctx context.Context, h *history.File, _ string) Result {
 		return strings.HasPrefix(op.Entity, "sender/") || strings.HasPrefix(op.Entity, "log/d")
 	})
 	type sent struct {
-		m      message
+		m      protocol.SenderSend
 		kind   string // ok, fail, info ("" never completed)
 		inv    int64
 		sender string
@@ -54,7 +48,7 @@ func (Delivery) Check(ctx context.Context, h *history.File, _ string) Result {
 	sends := map[msgKey]*sent{}
 	settledAt := map[string]int64{} // sender → completion of a flush that found nothing unconfirmed
 	unsettled := map[string]bool{}
-	lastRead := map[string][]logEntry{}
+	lastRead := map[string][]protocol.LogEntry{}
 	readCall := map[string]int64{}
 	var bad, violations []string
 	for _, pr := range p.pairs {
@@ -65,7 +59,7 @@ func (Delivery) Check(ctx context.Context, h *history.File, _ string) Result {
 		}
 		switch inv.F {
 		case "send":
-			var m message
+			var m protocol.SenderSend
 			if err := json.Unmarshal(inv.Value, &m); err != nil || m.Client == "" || m.To == "" {
 				bad = append(bad, fmt.Sprintf("#%d: unreadable send arguments %s", inv.Index, inv.Value))
 				continue
@@ -201,6 +195,10 @@ func (Delivery) Check(ctx context.Context, h *history.File, _ string) Result {
 		res.Evidence = append(res.Evidence, limit(violations)...)
 	case len(sends) == 0:
 		res.Verdict, res.Summary = Unknown, "nothing to check: no sends"
+	case acked == 0:
+		// Nothing was promised, so nothing can be shown kept (a node that
+		// refuses every send must not pass as a reliable one).
+		res.Verdict, res.Summary = Unknown, "nothing to judge: no send was acknowledged; "+stats
 	case undecided > 0 || len(bad) > 0:
 		res.Verdict = Unknown
 		res.Summary = fmt.Sprintf("no violation found, but %d acknowledged messages could not be judged; %s", undecided, stats)

@@ -15,7 +15,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/shardtest/shardtest/harness/history"
+	"github.com/shardtest/shardtest/history"
 )
 
 // faultSpan is one inject of a fault and its heal, read from the nemesis
@@ -30,8 +30,10 @@ type faultSpan struct {
 	// history (not healed).
 	healAt int64
 	healed bool
-	// injectErr and healErr are the entries' errors.
+	// injectErr and healErr are the entries' errors; failed: the inject
+	// did nothing.
 	injectErr, healErr string
+	failed             bool
 	targets            []string
 }
 
@@ -39,55 +41,27 @@ func (s faultSpan) String() string {
 	return fmt.Sprintf("%s injected at %.1f s", s.fault, nsToSecs(s.at))
 }
 
-// faultSpans pairs the inject entries of the faults match accepts with
-// their heals: an inject's heal is the next heal entry of the same fault,
-// skipping heals that name targets and none of the inject's (two injects
-// of one fault under different schedule keys, e.g. two joined nodes).
-// Failed injects are kept (callers skip them); unhealed ones end at end.
+// faultSpans are the injects (history.Faults) of the faults match accepts,
+// with their heals; failed injects are kept (callers skip them, saying
+// so); unhealed ones end at the end of the history.
 func faultSpans(ops []history.Op, match func(string) bool) []faultSpan {
-	var spans []faultSpan
-	open := map[string][]int{} // fault -> indexes into spans
+	all, _ := history.Faults(ops)
 	end := historyEnd(ops)
-	for i := range ops {
-		op := ops[i]
-		if op.Kind != history.Nemesis || !match(op.F) {
+	var spans []faultSpan
+	for _, f := range all {
+		if !match(f.Fault()) {
 			continue
 		}
-		action, began := nemesisAction(op)
-		switch action {
-		case "inject":
-			open[op.F] = append(open[op.F], len(spans))
-			spans = append(spans, faultSpan{fault: op.F, inject: i, began: began, at: op.Time, healAt: max(end, op.Time),
-				injectErr: op.Error, targets: nemesisTargets(op)})
-		case "heal":
+		s := faultSpan{fault: f.Fault(), inject: f.Inject.Index, began: f.Inject.Began, at: f.Inject.At,
+			healAt: max(end, f.Inject.At), injectErr: f.Inject.Error, failed: f.Failed(), targets: f.Inject.Nodes}
+		if f.Heal != nil {
 			// The fault ends when its heal begins (a restart takes effect
 			// at once, long before the heal returns).
-			_, healBegan := nemesisAction(op)
-			healTargets := nemesisTargets(op)
-			var still []int
-			for _, k := range open[op.F] {
-				s := &spans[k]
-				if len(healTargets) > 0 && len(s.targets) > 0 && !intersects(healTargets, s.targets) {
-					still = append(still, k)
-					continue
-				}
-				s.healAt, s.healed, s.healErr = max(healBegan, s.at), true, op.Error
-			}
-			open[op.F] = still
+			s.healAt, s.healed, s.healErr = max(f.Heal.Began, s.at), true, f.Heal.Error
 		}
+		spans = append(spans, s)
 	}
 	return spans
-}
-
-func intersects(a, b []string) bool {
-	for _, x := range a {
-		for _, y := range b {
-			if x == y {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 // historyEnd is the latest time in the history (0 when empty).
@@ -458,13 +432,16 @@ func sortedByInvoke(ops []history.Op, pairs []pair) []pair {
 }
 
 // AnsweredAfterHeal checks the scenario's promise that requests needing
-// the cut-off resource (the journal) wait and complete after the heal,
-// when the operation timeout outlasts the fault: every client operation
-// (not tells) invoked from the moment a fault whose name starts with Fault
-// had taken effect (its inject entry) until its heal began gets an answer,
-// ok or fail (a definite failure is an answer), never info (a timeout or
-// lost reply) and never none (unless the history was cut off, when
-// operations without a completion are skipped). Operations already under
+// the cut-off resource (the journal) are answered, when the operation
+// timeout outlasts the fault: every client operation (not tells) invoked
+// from the moment a fault whose name starts with Fault had taken effect
+// (its inject entry) until its heal began gets a reply from the node — a
+// result, a definite failure, or an error reply with outcome unknown (a
+// node may answer unknown-outcome after its own timeout, as the protocol
+// allows) — never silence (the harness's timeout or a lost connection)
+// and never none (unless the history was cut off, when operations without
+// a completion are skipped). docs/protocol.md states the demand: a node
+// answers every request within its own time limit. Operations already under
 // way when the fault took effect are not judged: a request cut midway has
 // an unknown outcome. Failed injects, failed heals and faults never healed
 // are not judged; unknown when no operation was judged.
@@ -523,9 +500,9 @@ func (c AnsweredAfterHeal) Check(ctx context.Context, h *history.File, _ string)
 				continue
 			case pairs[i].comp < 0:
 				what = "never completed"
-			case h.Ops[pairs[i].comp].Kind == history.Info:
+			case h.Ops[pairs[i].comp].Kind == history.Info && !h.Ops[pairs[i].comp].Answered():
 				comp := &h.Ops[pairs[i].comp]
-				what = fmt.Sprintf("info at %.3f s: %s", nsToSecs(comp.Time), comp.Error)
+				what = fmt.Sprintf("no reply by %.3f s: %s", nsToSecs(comp.Time), comp.Error)
 			}
 			n++
 			if what == "" {

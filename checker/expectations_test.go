@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/shardtest/shardtest/harness/history"
+	"github.com/shardtest/shardtest/history"
 )
 
 // fault adds a nemesis entry, naming targets (none: no targets object,
@@ -262,7 +262,11 @@ func TestAnsweredAfterHeal(t *testing.T) {
 		{"timed out", func() *hb {
 			b := cut().inv(2*sec, 0, "write", R, `{"value":1}`).inv(3*sec, 1, "read", R, "").ok(4*sec, 1, `{}`)
 			return heal(b).info(12*sec, 0)
-		}, false, Invalid, "write register/r1 (#1, process 0, node n1) invoked at 2.000 s got no answer: info at 12.000 s: unknown-outcome: timeout"},
+		}, false, Invalid, "write register/r1 (#1, process 0, node n1) invoked at 2.000 s got no answer: no reply by 12.000 s: unknown-outcome: timeout"},
+		{"the node answered unknown-outcome itself: an answer", func() *hb {
+			b := cut().inv(2*sec, 0, "write", R, `{"value":1}`).info(9*sec, 0).answered(504)
+			return heal(b)
+		}, false, Valid, "1 of 1 operations invoked after it took effect answered"},
 		{"never completed", func() *hb {
 			return heal(cut().inv(2*sec, 0, "read", R, ""))
 		}, false, Invalid, "never completed"},

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/shardtest/shardtest/harness/history"
+	"github.com/shardtest/shardtest/history"
 )
 
 // hb builds a history by hand. Times are whatever the test says; a
@@ -52,6 +52,13 @@ func (b *hb) done(t int64, p int, kind, result string) *hb {
 func (b *hb) ok(t int64, p int, result string) *hb { return b.done(t, p, history.OK, result) }
 func (b *hb) fail(t int64, p int) *hb              { return b.done(t, p, history.Fail, "") }
 func (b *hb) info(t int64, p int) *hb              { return b.done(t, p, history.Info, "") }
+
+// answered makes the last completion an error reply from the node with
+// HTTP status (a 504 unknown-outcome, say), not silence.
+func (b *hb) answered(status int) *hb {
+	b.ops[len(b.ops)-1].Reply.Status = status
+	return b
+}
 
 func (b *hb) file() *history.File {
 	return &history.File{Header: history.Header{Format: history.Format, Version: history.Version, Test: "t"}, Ops: b.ops}

@@ -9,22 +9,34 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/shardtest/shardtest/harness/history"
+	"github.com/shardtest/shardtest/history"
 )
 
 // The node-event checkers read events.jsonl beside the history: what every
 // node logged, each event with the window of harness time in which it
-// certainly happened (docs/history.md). They prove that two instances of
-// something that must be unique were alive at the same time.
+// certainly happened (docs/history.md), and status.jsonl: what every node's
+// status said ran on it, sampled through the run. They prove that two
+// instances of something that must be unique were alive at the same time.
 //
 // An instance started at S and ended at E (its stop, or the member being
 // downed) was certainly alive from S's window's end to E's window's start.
 // With no end logged (the process was killed, or the run ended), it was
 // certainly alive until the start of the window of the last event its
 // member logged after S: any stop would have been logged before that.
+//
+// Status samples are evidence of life too, so a member that goes quiet
+// (logs nothing more, or never logged events) cannot hide a lasting
+// duplicate: a sample taken in [lo, hi] that lists an instance proves it
+// alive at some moment of that window. Where the sample names the instance
+// (an entity's incarnation, a singleton's instance), every sighting of it,
+// in events and samples, belongs to one life, alive from its first
+// sighting's end to its last one's start (an instance never comes back once
+// stopped). A sample that does not name it proves only its own window.
+//
 // Two instances of one key (a singleton's name, a coordinator's entity
-// type, a shard) on different members whose certain lives overlap are a
-// violation. Unknown is the verdict when no events were recorded.
+// type, a shard, an entity) on different members whose certain lives
+// overlap are a violation. Unknown is the verdict when neither events nor
+// samples show any instance.
 
 // SingletonEvents checks, from node events, that at most one instance of
 // every singleton and of every entity type's shard coordinator is alive at
@@ -38,9 +50,23 @@ func (SingletonEvents) Name() string { return "singleton-events" }
 func (SingletonEvents) Check(ctx context.Context, _ *history.File, dir string) Result {
 	return checkLifetimes(ctx, dir, "singleton-events", []lifeKind{
 		{what: "singleton", start: "singleton-started", stops: []string{"singleton-stopped", "singleton-failed"},
-			key: func(e *history.NodeEvent) string { return e.Singleton }},
+			key: func(e *history.NodeEvent) string { return e.Singleton },
+			sampled: func(s *history.StatusSample) []sighting {
+				var out []sighting
+				for _, x := range s.Singletons {
+					out = append(out, sighting{key: x.Name, id: x.Instance})
+				}
+				return out
+			}},
 		{what: "coordinator", start: "coordinator-started", stops: []string{"coordinator-stopped"},
-			key: func(e *history.NodeEvent) string { return e.EntityType }},
+			key: func(e *history.NodeEvent) string { return e.EntityType },
+			sampled: func(s *history.StatusSample) []sighting {
+				var out []sighting
+				for _, t := range s.Coordinators {
+					out = append(out, sighting{key: t})
+				}
+				return out
+			}},
 	}, nil)
 }
 
@@ -72,6 +98,14 @@ func (HandOff) Check(ctx context.Context, _ *history.File, dir string) Result {
 					return ""
 				}
 				return e.EntityType + "/" + e.Entity
+			},
+			id: func(e *history.NodeEvent) string { return e.EntityIncarnation },
+			sampled: func(s *history.StatusSample) []sighting {
+				out := make([]sighting, 0, len(s.Entities))
+				for _, e := range s.Entities {
+					out = append(out, sighting{key: e.Type + "/" + e.ID, id: e.Incarnation})
+				}
+				return out
 			}},
 	}, func(evs []history.NodeEvent) string {
 		dropped := map[string]int{}
@@ -100,7 +134,16 @@ type lifeKind struct {
 	start string
 	stops []string
 	key   func(e *history.NodeEvent) string
+	// id names the instance an event is about, where the event says
+	// (an entity's incarnation); "" when it does not.
+	id func(e *history.NodeEvent) string
+	// sampled lists the instances a status sample shows running: key and
+	// id (or "" when the sample does not name the instance).
+	sampled func(s *history.StatusSample) []sighting
 }
+
+// sighting is an instance a status sample lists.
+type sighting struct{ key, id string }
 
 // life is one instance's life as the events bound it: it started at some
 // moment in [start.Lo, start.Hi] and was alive from then until at least
@@ -108,43 +151,79 @@ type lifeKind struct {
 // start.Hi: nothing is proven beyond the start itself).
 type life struct {
 	key, member string
-	from, to    int64
-	start       *history.NodeEvent
-	end         *history.NodeEvent // nil: none logged
-	last        *history.NodeEvent // the evidence for to when end is nil
+	// id names the instance, when its events or samples do.
+	id       string
+	from, to int64
+	start    *history.NodeEvent
+	end      *history.NodeEvent // nil: none logged
+	last     *history.NodeEvent // the evidence for to when end is nil
+	// seen is the latest status sample that listed the instance, when it
+	// is the evidence for to; firstSeen the earliest, for a life known
+	// only from samples (then start is that sample's window).
+	seen, firstSeen *history.StatusSample
 }
 
 func (l life) String() string {
+	name := l.member
+	if l.id != "" {
+		name += " (" + l.id + ")"
+	}
 	how := "until the end of what was logged"
 	switch {
+	case l.seen != nil:
+		how = fmt.Sprintf("still listed in %s's status sampled in [%.3f s, %.3f s]", l.seen.Node, nsToSecs(l.seen.Lo), nsToSecs(l.seen.Hi))
+		if l.end != nil {
+			how += fmt.Sprintf(" (%s seen in [%.3f s, %.3f s])", l.end.Type, nsToSecs(l.end.Lo), nsToSecs(l.end.Hi))
+		}
 	case l.end != nil:
 		how = fmt.Sprintf("%s seen in [%.3f s, %.3f s]", l.end.Type, nsToSecs(l.end.Lo), nsToSecs(l.end.Hi))
 	case l.last != nil:
 		how = fmt.Sprintf("no stop logged; %s logged %s later, in [%.3f s, %.3f s]", l.member, l.last.Type, nsToSecs(l.last.Lo), nsToSecs(l.last.Hi))
 	}
-	return fmt.Sprintf("%s started in [%.3f s, %.3f s], %s", l.member, nsToSecs(l.start.Lo), nsToSecs(l.start.Hi), how)
+	if l.firstSeen != nil {
+		return fmt.Sprintf("%s listed in %s's status sampled in [%.3f s, %.3f s], %s", name, l.firstSeen.Node, nsToSecs(l.start.Lo), nsToSecs(l.start.Hi), how)
+	}
+	return fmt.Sprintf("%s started in [%.3f s, %.3f s], %s", name, nsToSecs(l.start.Lo), nsToSecs(l.start.Hi), how)
 }
 
 func nsToSecs(ns int64) float64 { return float64(ns) / 1e9 }
 
 func checkLifetimes(ctx context.Context, dir, name string, kinds []lifeKind, extra func([]history.NodeEvent) string) Result {
 	res := Result{Checker: name}
+	var events []history.NodeEvent
 	evs, err := history.ReadEventsFile(filepath.Join(dir, "events.jsonl"))
 	switch {
 	case errors.Is(err, history.ErrNoEvents):
-		res.Verdict, res.Summary = Unknown, "no node events were recorded (the implementation lacks the events capability, or an older run)"
-		return res
+		res.Evidence = append(res.Evidence, "no node events were recorded (the implementation lacks the events capability, or an older run): status samples only")
 	case err != nil:
 		res.Verdict, res.Summary = Unknown, "node events unreadable: "+err.Error()
 		return res
+	default:
+		events = evs.Events
+		if evs.Truncated {
+			res.Evidence = append(res.Evidence, "events.jsonl ends with a cut-off line (the harness stopped while writing it); it was left out")
+		}
 	}
-	if evs.Truncated {
-		res.Evidence = append(res.Evidence, "events.jsonl ends with a cut-off line (the harness stopped while writing it); it was left out")
+	var samples []history.StatusSample
+	ss, err := history.ReadStatusFile(filepath.Join(dir, "status.jsonl"))
+	switch {
+	case errors.Is(err, history.ErrNoSamples):
+	case err != nil:
+		res.Evidence = append(res.Evidence, "status samples unreadable, left out: "+err.Error())
+	default:
+		samples = ss.Samples
+		if ss.Truncated {
+			res.Evidence = append(res.Evidence, "status.jsonl ends with a cut-off line; it was left out")
+		}
+	}
+	if events == nil && samples == nil {
+		res.Verdict, res.Summary = Unknown, "no node events and no status samples were recorded (the implementation lacks the events capability, or an older run)"
+		return res
 	}
 	// Each member's events in its node's order.
 	byMember := map[string][]int{}
-	for i := range evs.Events {
-		e := &evs.Events[i]
+	for i := range events {
+		e := &events[i]
 		if e.Incarnation == "" {
 			continue
 		}
@@ -157,15 +236,17 @@ func checkLifetimes(ctx context.Context, dir, name string, kinds []lifeKind, ext
 	}
 	sort.Strings(members)
 	var violations []string
+	reported := map[string]bool{}
 	counted := map[string]int{}
+	total := 0
 	for _, k := range kinds {
 		var lives []life
 		for _, m := range members {
 			idx := byMember[m]
-			sort.Slice(idx, func(i, j int) bool { return evs.Events[idx[i]].Seq < evs.Events[idx[j]].Seq })
+			sort.Slice(idx, func(i, j int) bool { return events[idx[i]].Seq < events[idx[j]].Seq })
 			open := map[string]int{} // key → position in idx of its start
 			for pos, i := range idx {
-				e := &evs.Events[i]
+				e := &events[i]
 				key := k.key(e)
 				switch {
 				case e.Type == k.start && key != "":
@@ -184,23 +265,25 @@ func checkLifetimes(ctx context.Context, dir, name string, kinds []lifeKind, ext
 							continue
 						}
 						delete(open, key)
-						s := &evs.Events[idx[sp]]
-						lives = append(lives, life{key: key, member: m, from: s.Hi, to: e.Lo, start: s, end: e})
+						s := &events[idx[sp]]
+						lives = append(lives, life{key: key, member: m, id: k.eventID(s), from: s.Hi, to: e.Lo, start: s, end: e})
 					}
 				}
 			}
 			// Still running when the member's log ends.
 			for key, sp := range open {
-				s := &evs.Events[idx[sp]]
-				last := &evs.Events[idx[len(idx)-1]]
-				l := life{key: key, member: m, from: s.Hi, to: s.Hi, start: s}
+				s := &events[idx[sp]]
+				last := &events[idx[len(idx)-1]]
+				l := life{key: key, member: m, id: k.eventID(s), from: s.Hi, to: s.Hi, start: s}
 				if sp < len(idx)-1 {
 					l.to, l.last = last.Lo, last
 				}
 				lives = append(lives, l)
 			}
 		}
+		lives = k.addSamples(lives, samples)
 		counted[k.what] = len(lives)
+		total += len(lives)
 		// Per key, the lives on different members that overlap.
 		sort.Slice(lives, func(i, j int) bool {
 			if lives[i].key != lives[j].key {
@@ -219,6 +302,13 @@ func checkLifetimes(ctx context.Context, dir, name string, kinds []lifeKind, ext
 			}
 			for _, pr := range overlaps(lives[i:j]) {
 				a, b := pr[0], pr[1]
+				// One line per pair of members of a key: events and
+				// samples may prove the same overlap twice.
+				pair := k.what + "\x00" + a.key + "\x00" + min(a.member, b.member) + "\x00" + max(a.member, b.member)
+				if reported[pair] {
+					continue
+				}
+				reported[pair] = true
 				at, _ := overlap(a, b)
 				violations = append(violations, fmt.Sprintf("%s %s: two instances alive at once (at %.3f s at the latest): %s; and %s",
 					k.what, a.key, nsToSecs(at), a, b))
@@ -230,9 +320,9 @@ func checkLifetimes(ctx context.Context, dir, name string, kinds []lifeKind, ext
 	for _, k := range kinds {
 		stats = append(stats, fmt.Sprintf("%d %s instances", counted[k.what], k.what))
 	}
-	summary := fmt.Sprintf("%d node events; %s", len(evs.Events), strings.Join(stats, ", "))
+	summary := fmt.Sprintf("%d node events, %d status samples; %s", len(events), len(samples), strings.Join(stats, ", "))
 	if extra != nil {
-		note := extra(evs.Events)
+		note := extra(events)
 		summary += "; " + note
 	}
 	switch {
@@ -240,12 +330,80 @@ func checkLifetimes(ctx context.Context, dir, name string, kinds []lifeKind, ext
 		res.Verdict = Invalid
 		res.Summary = fmt.Sprintf("%d overlaps; %s", len(violations), summary)
 		res.Evidence = append(res.Evidence, limit(violations)...)
-	case len(evs.Events) == 0:
-		res.Verdict, res.Summary = Unknown, "no node events were recorded"
+	case total == 0:
+		// Nothing ran, as far as events and samples show: nothing was
+		// shown unique.
+		res.Verdict, res.Summary = Unknown, "nothing to judge: no instance seen in the node events or status samples; "+summary
 	default:
 		res.Verdict, res.Summary = Valid, "never two instances alive at once; "+summary
 	}
 	return res
+}
+
+// eventID is the instance a start event names, if the kind's events do.
+func (k lifeKind) eventID(e *history.NodeEvent) string {
+	if k.id == nil {
+		return ""
+	}
+	return k.id(e)
+}
+
+// addSamples adds what the status samples show to lives: a sighting that
+// names its instance extends that instance's life (or begins one, known
+// from samples only); one that does not is a life proven only in its own
+// window. Events win where they speak: a life whose end was logged is not
+// extended past it, and a sighting that does not name its instance is left
+// out once its member logged an end of that key (a status that lags its
+// own events must not invent an overlap).
+func (k lifeKind) addSamples(lives []life, samples []history.StatusSample) []life {
+	if k.sampled == nil || len(samples) == 0 {
+		return lives
+	}
+	type ident struct{ key, member, id string }
+	type keyAt struct{ key, member string }
+	byID := map[ident]int{}       // → index in lives
+	firstEnd := map[keyAt]int64{} // the earliest logged end of key on member
+	for i, l := range lives {
+		if l.id != "" {
+			byID[ident{l.key, l.member, l.id}] = i
+		}
+		if l.end != nil {
+			ka := keyAt{l.key, l.member}
+			if t, ok := firstEnd[ka]; !ok || l.end.Lo < t {
+				firstEnd[ka] = l.end.Lo
+			}
+		}
+	}
+	order := make([]int, len(samples))
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(a, b int) bool { return samples[order[a]].Lo < samples[order[b]].Lo })
+	for _, si := range order {
+		s := &samples[si]
+		for _, sg := range k.sampled(s) {
+			window := &history.NodeEvent{Node: s.Node, Lo: s.Lo, Hi: s.Hi, Type: "status"}
+			if sg.id == "" {
+				if t, ok := firstEnd[keyAt{sg.key, s.Member}]; ok && t <= s.Hi {
+					continue
+				}
+				lives = append(lives, life{key: sg.key, member: s.Member, from: s.Hi, to: s.Lo, start: window, seen: s, firstSeen: s})
+				continue
+			}
+			id := ident{sg.key, s.Member, sg.id}
+			i, ok := byID[id]
+			if !ok {
+				byID[id] = len(lives)
+				lives = append(lives, life{key: sg.key, member: s.Member, id: sg.id, from: s.Hi, to: s.Lo, start: window, seen: s, firstSeen: s})
+				continue
+			}
+			l := &lives[i]
+			if l.end == nil && s.Lo > l.to {
+				l.to, l.seen = s.Lo, s
+			}
+		}
+	}
+	return lives
 }
 
 // overlap reports whether two lives certainly shared a moment, and the

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/shardtest/shardtest/harness/history"
+	"github.com/shardtest/shardtest/history"
 )
 
 // ev builds one node event; lo and hi are in milliseconds.
@@ -200,5 +200,111 @@ func TestOverlapsAgainstBruteForce(t *testing.T) {
 				t.Fatalf("round %d: reported a pair that does not overlap", round)
 			}
 		}
+	}
+}
+
+// writeSamples adds status.jsonl to dir.
+func writeSamples(t *testing.T, dir string, ss []history.StatusSample) {
+	t.Helper()
+	w, err := history.CreateStatus(filepath.Join(dir, "status.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range ss {
+		if err := w.Write(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// entityEv is an entity event of register/r1; lo and hi in milliseconds.
+func entityEv(node, inc string, seq uint64, typ string, lo, hi int64, incarnation string) history.NodeEvent {
+	return history.NodeEvent{Node: node, Incarnation: inc, Seq: seq, Type: typ, EntityType: "register", Entity: "r1",
+		EntityIncarnation: incarnation, Lo: lo * 1e6, Hi: hi * 1e6}
+}
+
+// listing is a status sample of node (member node@inc) in [lo, hi] ms
+// listing register/r1's incarnation and running singletons.
+func listing(node, inc string, lo, hi int64, incarnation string, singletons ...history.SampledSingleton) history.StatusSample {
+	s := history.StatusSample{Node: node, Member: node + "@" + inc, Lo: lo * 1e6, Hi: hi * 1e6, Singletons: singletons}
+	if incarnation != "" {
+		s.Entities = []history.SampledEntity{{Type: "register", Shard: "7", ID: "r1", Incarnation: incarnation}}
+	}
+	return s
+}
+
+// A member that goes quiet (its event log stops reaching the harness, or
+// it never had one) cannot hide a lasting duplicate: its status samples
+// still list the instance, and prove it alive while another runs.
+func TestStatusSamplesProveAQuietMembersDuplicate(t *testing.T) {
+	const S = "id-generator"
+	quiet := []history.NodeEvent{
+		// n1 starts r1 as incarnation X, then logs nothing more.
+		entityEv("n1", "a", 1, "entity-started", 0, 10, "n1@a/1"),
+		// n2 starts r1 as Y at 500 ms and keeps logging.
+		entityEv("n2", "b", 1, "entity-started", 500, 510, "n2@b/1"),
+		ev("n2", "b", 2, "member-unreachable", 2000, 2010, ""),
+	}
+	tests := []struct {
+		name     string
+		checker  Checker
+		evs      []history.NodeEvent
+		noEvents bool
+		samples  []history.StatusSample
+		want     Verdict
+		contains string
+	}{
+		{"events alone cannot prove it", HandOff{}, quiet, false, nil, Valid, "0 status samples"},
+		{"n1's samples keep listing X while Y runs", HandOff{}, quiet, false, []history.StatusSample{
+			listing("n1", "a", 900, 905, "n1@a/1"), listing("n1", "a", 1900, 1905, "n1@a/1"),
+		}, Invalid, "n1@a (n1@a/1) started in [0.000 s, 0.010 s], still listed in n1's status sampled in [1.900 s, 1.905 s]"},
+		{"samples alone, no events: both incarnations seen twice", HandOff{}, nil, true, []history.StatusSample{
+			listing("n1", "a", 100, 105, "n1@a/1"), listing("n2", "b", 150, 155, "n2@b/1"),
+			listing("n1", "a", 1100, 1105, "n1@a/1"), listing("n2", "b", 1150, 1155, "n2@b/1"),
+		}, Invalid, "no node events were recorded"},
+		{"samples alone, one sighting each: no proof", HandOff{}, nil, true, []history.StatusSample{
+			listing("n1", "a", 100, 105, "n1@a/1"), listing("n2", "b", 150, 155, "n2@b/1"),
+		}, Valid, "2 entity instances"},
+		{"a logged stop wins over a lagging sample", HandOff{}, []history.NodeEvent{
+			entityEv("n1", "a", 1, "entity-started", 0, 10, "n1@a/1"),
+			entityEv("n1", "a", 2, "entity-stopped", 400, 410, "n1@a/1"),
+			entityEv("n2", "b", 1, "entity-started", 500, 510, "n2@b/1"),
+			ev("n2", "b", 2, "member-unreachable", 2000, 2010, ""),
+		}, false, []history.StatusSample{listing("n1", "a", 900, 905, "n1@a/1")}, Valid, "never two instances"},
+		{"nothing seen at all: unknown, not valid", HandOff{}, []history.NodeEvent{ev("n1", "a", 1, "member-up", 0, 10, "")}, false, nil, Unknown, "nothing to judge"},
+		{"a singleton instance named by samples", SingletonEvents{}, []history.NodeEvent{
+			ev("n2", "b", 1, "singleton-started", 500, 510, S), ev("n2", "b", 2, "member-up", 2000, 2010, ""),
+		}, false, []history.StatusSample{
+			listing("n1", "a", 100, 105, "", history.SampledSingleton{Name: S, Instance: "n1@a#1"}),
+			listing("n1", "a", 1500, 1505, "", history.SampledSingleton{Name: S, Instance: "n1@a#1"}),
+		}, Invalid, "singleton id-generator"},
+		{"running, not named: proves its own window only", SingletonEvents{}, []history.NodeEvent{
+			ev("n2", "b", 1, "singleton-started", 500, 510, S), ev("n2", "b", 2, "member-up", 2000, 2010, ""),
+		}, false, []history.StatusSample{listing("n1", "a", 1500, 1505, "", history.SampledSingleton{Name: S})}, Invalid, "listed in n1's status sampled in [1.500 s, 1.505 s]"},
+		{"running after its own logged stop is not trusted", SingletonEvents{}, []history.NodeEvent{
+			ev("n1", "a", 1, "singleton-started", 0, 10, S), ev("n1", "a", 2, "singleton-stopped", 400, 410, S),
+			ev("n2", "b", 1, "singleton-started", 500, 510, S), ev("n2", "b", 2, "member-up", 2000, 2010, ""),
+		}, false, []history.StatusSample{listing("n1", "a", 1500, 1505, "", history.SampledSingleton{Name: S})}, Valid, "never two instances"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			if !tt.noEvents {
+				dir = writeEvents(t, tt.evs, false)
+			}
+			if tt.samples != nil {
+				writeSamples(t, dir, tt.samples)
+			}
+			r := tt.checker.Check(context.Background(), nil, dir)
+			if r.Verdict != tt.want {
+				t.Fatalf("verdict %s, want %s: %s %v", r.Verdict, tt.want, r.Summary, r.Evidence)
+			}
+			if !strings.Contains(r.Summary+" "+strings.Join(r.Evidence, " "), tt.contains) {
+				t.Errorf("result %q %v lacks %q", r.Summary, r.Evidence, tt.contains)
+			}
+		})
 	}
 }

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/anishathalye/porcupine"
-	"github.com/shardtest/shardtest/harness/history"
+	"github.com/shardtest/shardtest/history"
 )
 
 // Linearizable checks the register workload: every register entity

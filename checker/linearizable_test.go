@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/shardtest/shardtest/harness/history"
+	"github.com/shardtest/shardtest/history"
 )
 
 const ra = "register/a"

@@ -2,14 +2,13 @@ package checker
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"sort"
 	"strings"
 	"time"
 
-	"github.com/shardtest/shardtest/harness/history"
+	"github.com/shardtest/shardtest/history"
 )
 
 // Liveness checks that, with no disruptive fault to excuse it, every
@@ -62,7 +61,6 @@ func (Liveness) Check(ctx context.Context, h *history.File, _ string) Result {
 		fault    string
 	}
 	var excused []window
-	open := map[string][]int64{}
 	// The final phase starts once the harness saw the cluster converge
 	// after the last heal: from then on nothing is excused.
 	final := int64(-1)
@@ -79,55 +77,47 @@ func (Liveness) Check(ctx context.Context, h *history.File, _ string) Result {
 		from, to int64
 	}
 	var leaving []nodeWindow
-	openLeave := map[string][]nodeWindow{}
-	for _, op := range h.Ops {
-		if op.Kind == history.Nemesis && !disruptive(op.F) {
-			action, began := nemesisAction(op)
-			for _, n := range nemesisTargets(op) {
-				switch {
-				case op.F == "member:join" && action == "heal",
-					op.F == "member:rolling-restart" && action == "inject":
-					leaving = append(leaving, nodeWindow{n, began, op.Time})
-				case strings.HasPrefix(op.F, "member:leave") && action == "inject":
-					openLeave[op.F] = append(openLeave[op.F], nodeWindow{n, began, end + 1})
+	spans, _ := history.Faults(h.Ops)
+	failed := 0
+	for _, f := range spans {
+		if f.Failed() {
+			// It did nothing: it excuses nothing.
+			failed++
+			continue
+		}
+		inj, heal := f.Inject, f.Heal
+		if !disruptive(f.Fault()) {
+			switch {
+			case f.Fault() == "member:join" && heal != nil:
+				for _, n := range heal.Nodes {
+					leaving = append(leaving, nodeWindow{n, heal.Began, heal.At})
 				}
-			}
-			if action == "heal" {
-				for _, w := range openLeave[op.F] {
-					w.to = op.Time
-					leaving = append(leaving, w)
+			case f.Fault() == "member:rolling-restart":
+				for _, n := range inj.Nodes {
+					leaving = append(leaving, nodeWindow{n, inj.Began, inj.At})
 				}
-				delete(openLeave, op.F)
+			case strings.HasPrefix(f.Fault(), "member:leave"):
+				to := end + 1
+				if heal != nil {
+					to = heal.At
+				}
+				for _, n := range inj.Nodes {
+					leaving = append(leaving, nodeWindow{n, inj.Began, to})
+				}
 			}
 			continue
 		}
-		if op.Kind != history.Nemesis || !disruptive(op.F) {
+		// The fault acts from the moment its injection began (a kill
+		// resets connections before the harness hears it is done).
+		if heal == nil {
+			excused = append(excused, window{inj.Began, end + 1, f.Fault()})
 			continue
 		}
-		action, began := nemesisAction(op)
-		switch action {
-		case "inject":
-			// The fault acts from the moment its injection began (a kill
-			// resets connections before the harness hears it is done).
-			open[op.F] = append(open[op.F], began)
-		case "heal":
-			for _, from := range open[op.F] {
-				to := op.Time + int64(LivenessGrace)
-				if final >= 0 && final > op.Time {
-					to = min(to, final)
-				}
-				excused = append(excused, window{from, to, op.F})
-			}
-			delete(open, op.F)
+		to := heal.At + int64(LivenessGrace)
+		if final >= 0 && final > heal.At {
+			to = min(to, final)
 		}
-	}
-	for _, ws := range openLeave {
-		leaving = append(leaving, ws...)
-	}
-	for f, froms := range open {
-		for _, from := range froms {
-			excused = append(excused, window{from, end + 1, f})
-		}
+		excused = append(excused, window{inj.Began, to, f.Fault()})
 	}
 	sort.Slice(excused, func(i, j int) bool { return excused[i].from < excused[j].from })
 	// Merge into disjoint windows, so each op is looked up by binary search.
@@ -182,6 +172,9 @@ func (Liveness) Check(ctx context.Context, h *history.File, _ string) Result {
 	res.Evidence = append(res.Evidence, truncatedNote(h)...)
 	res.Evidence = append(res.Evidence, p.evidence(h.Ops)...)
 	stats := fmt.Sprintf("%d operations on a healthy cluster judged, %d excused by %d fault windows (+%v grace)", judged, excusedN, len(merged), LivenessGrace)
+	if failed > 0 {
+		res.Evidence = append(res.Evidence, fmt.Sprintf("%d injects failed and did nothing: they excuse nothing", failed))
+	}
 	switch {
 	case lost > 0:
 		res.Verdict = Invalid
@@ -193,33 +186,4 @@ func (Liveness) Check(ctx context.Context, h *history.File, _ string) Result {
 		res.Verdict, res.Summary = Valid, "every operation on a healthy cluster got an answer; "+stats
 	}
 	return res
-}
-
-// nemesisAction reads a nemesis entry's action ("inject", "heal") and
-// when it began (the entry's own time if it does not say, or says later).
-// nemesisTargets returns the nodes a nemesis entry names as its targets.
-func nemesisTargets(op history.Op) []string {
-	var v struct {
-		Targets struct {
-			Targets []string `json:"targets"`
-		} `json:"targets"`
-	}
-	if json.Unmarshal(op.Value, &v) != nil {
-		return nil
-	}
-	return v.Targets.Targets
-}
-
-func nemesisAction(op history.Op) (string, int64) {
-	var v struct {
-		Action string `json:"action"`
-		Began  *int64 `json:"began"`
-	}
-	if err := json.Unmarshal(op.Value, &v); err != nil {
-		return "", op.Time
-	}
-	if v.Began == nil || *v.Began > op.Time {
-		return v.Action, op.Time
-	}
-	return v.Action, *v.Began
 }

@@ -4,7 +4,7 @@ import (
 	"context"
 	"testing"
 
-	"github.com/shardtest/shardtest/harness/history"
+	"github.com/shardtest/shardtest/history"
 )
 
 func TestLiveness(t *testing.T) {
@@ -42,6 +42,11 @@ func TestLiveness(t *testing.T) {
 			b := nem(nem(&hb{}, 1*s, "kill:one", "inject"), 2*s, "kill:one", "heal")
 			b = b.add(history.Op{Time: 5 * s, Kind: history.Phase, Process: -1, F: "final"})
 			return b.inv(6*s, 9, "read", R, "").info(11*s, 9)
+		}, false, Invalid},
+		{"a failed inject (it did nothing) excuses nothing", func() *hb {
+			b := (&hb{}).add(history.Op{Time: 1 * s, Kind: history.Nemesis, Process: -1, F: "pause:coordinator", Error: "no node says it runs the coordinator",
+				Value: []byte(`{"action":"inject","began":` + itoa(int(s-1)) + `,"failed":true}`)})
+			return b.inv(2*s, 0, "read", R, "").info(7*s, 0)
 		}, false, Invalid},
 		{"everything excused: nothing to judge", func() *hb {
 			return nem(&hb{}, 1*s, "pause:one", "inject").inv(2*s, 0, "read", R, "").info(7*s, 0)

@@ -7,7 +7,8 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/shardtest/shardtest/harness/history"
+	"github.com/shardtest/shardtest/history"
+	"github.com/shardtest/shardtest/protocol"
 )
 
 // SenderOrder checks per-sender ordering on the append workload's logs:
@@ -36,7 +37,7 @@ func (SenderOrder) Name() string { return "sender-order" }
 
 // sent is one accepted message of a sender.
 type sent struct {
-	e    logEntry
+	e    protocol.LogEntry
 	call int64 // invocation time: the send order
 	ret  int64 // completion time
 	inv  int64 // history index of the invocation
@@ -51,7 +52,7 @@ func (SenderOrder) Check(ctx context.Context, h *history.File, _ string) Result 
 	// Per entity and sender, its accepted messages.
 	type senderKey struct{ entity, client string }
 	bySender := map[senderKey][]sent{}
-	lastRead := map[string][]logEntry{}
+	lastRead := map[string][]protocol.LogEntry{}
 	lastReadAt := map[string]int64{}
 	var bad []string
 	for _, pr := range p.pairs {
@@ -65,7 +66,7 @@ func (SenderOrder) Check(ctx context.Context, h *history.File, _ string) Result 
 		}
 		switch inv.F {
 		case "append", "tell":
-			var e logEntry
+			var e protocol.LogEntry
 			if err := json.Unmarshal(inv.Value, &e); err != nil || e.Client == "" {
 				bad = append(bad, fmt.Sprintf("#%d: unreadable %s arguments %s", inv.Index, inv.F, inv.Value))
 				continue
@@ -97,7 +98,7 @@ func (SenderOrder) Check(ctx context.Context, h *history.File, _ string) Result 
 		}
 		return keys[i].client < keys[j].client
 	})
-	positions := map[string]map[logEntry]int{}
+	positions := map[string]map[protocol.LogEntry]int{}
 	var violations []string
 	checkedPaths, checkedMsgs, unread := 0, 0, 0
 	for _, k := range keys {
@@ -112,7 +113,7 @@ func (SenderOrder) Check(ctx context.Context, h *history.File, _ string) Result 
 		}
 		pos, ok := positions[k.entity]
 		if !ok {
-			pos = make(map[logEntry]int, len(log))
+			pos = make(map[protocol.LogEntry]int, len(log))
 			for i, e := range log {
 				if _, dup := pos[e]; !dup {
 					pos[e] = i
@@ -191,7 +192,7 @@ func (SenderOrder) Check(ctx context.Context, h *history.File, _ string) Result 
 
 // posOr is e's position in the log, or -1 if it is not there (a lost
 // append constrains nothing here).
-func posOr(pos map[logEntry]int, e logEntry) int {
+func posOr(pos map[protocol.LogEntry]int, e protocol.LogEntry) int {
 	if at, ok := pos[e]; ok {
 		return at
 	}

@@ -4,7 +4,7 @@ import (
 	"context"
 	"testing"
 
-	"github.com/shardtest/shardtest/harness/history"
+	"github.com/shardtest/shardtest/history"
 )
 
 func TestSenderOrder(t *testing.T) {

@@ -7,7 +7,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/shardtest/shardtest/harness/history"
+	"github.com/shardtest/shardtest/history"
 )
 
 // SingleInstance checks that at most one incarnation of each entity, and

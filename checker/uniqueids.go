@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/shardtest/shardtest/harness/history"
+	"github.com/shardtest/shardtest/history"
 )
 
 // UniqueIDs checks the idgen workload's next-id operations (ok result

@@ -80,7 +80,10 @@ func clockBump(ctx context.Context, env *Env, rng *rand.Rand) (*Active, error) {
 		offsets[name] = randomOffset(rng, 5*time.Minute)
 		t.OffsetMs[name] = float64(offsets[name].Milliseconds())
 	}
-	err = forEach(targets, func(name string) error { return setClock(ctx, env, name, offsets[name], 0) })
+	done, err := forEachDone(targets, func(name string) error { return setClock(ctx, env, name, offsets[name], 0) })
+	if len(done) == 0 {
+		return attempted(t), err
+	}
 	return &Active{Targets: t, heal: func(ctx context.Context) (any, error) {
 		return Targets{targets, "reset"}, resetClocks(ctx, env, targets)
 	}}, err
@@ -99,7 +102,10 @@ func clockDrift(ctx context.Context, env *Env, rng *rand.Rand) (*Active, error) 
 		}
 		t.Drift[name] = d
 	}
-	err = forEach(targets, func(name string) error { return setClock(ctx, env, name, 0, t.Drift[name]) })
+	done, err := forEachDone(targets, func(name string) error { return setClock(ctx, env, name, 0, t.Drift[name]) })
+	if len(done) == 0 {
+		return attempted(t), err
+	}
 	return &Active{Targets: t, heal: func(ctx context.Context) (any, error) {
 		return Targets{targets, "reset"}, resetClocks(ctx, env, targets)
 	}}, err
@@ -119,7 +125,10 @@ func clockStrobe(ctx context.Context, env *Env, rng *rand.Rand) (*Active, error)
 		offsets[name] = randomOffset(rng, time.Minute)
 		t.OffsetMs[name] = float64(offsets[name].Milliseconds())
 	}
-	if err := forEach(targets, func(name string) error { return setClock(ctx, env, name, offsets[name], 0) }); err != nil {
+	if done, err := forEachDone(targets, func(name string) error { return setClock(ctx, env, name, offsets[name], 0) }); err != nil {
+		if len(done) == 0 {
+			return attempted(t), err
+		}
 		return &Active{Targets: t, heal: func(ctx context.Context) (any, error) {
 			return Targets{targets, "reset"}, resetClocks(ctx, env, targets)
 		}}, err

@@ -100,12 +100,16 @@ func downUnreachable(ctx context.Context, env *Env, _ *rand.Rand) (*Active, erro
 	var names []string
 	var errs []error
 	for _, uid := range sorted(slices.Collect(maps.Keys(uids))) {
-		names = append(names, nameOf(uid))
 		dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		if err := c.Down(dctx, uid); err != nil {
+		if _, err := c.Down(dctx, uid); err != nil {
 			errs = append(errs, fmt.Errorf("down %s through %s: %w", uid, via, err))
+		} else {
+			names = append(names, nameOf(uid))
 		}
 		cancel()
+	}
+	if len(names) == 0 {
+		return attempted(Targets{sorted(slices.Collect(maps.Keys(uids))), "unreachable"}), errors.Join(errs...)
 	}
 	return &Active{Targets: Targets{names, "unreachable"}}, errors.Join(errs...)
 }
@@ -114,7 +118,7 @@ func leaveFault(how string) Fault {
 	return Fault{
 		Name:  "member:leave-" + how,
 		Doc:   targetDoc(how) + " leaves the cluster gracefully (hand-off and hand-over); heal starts it again as a new incarnation",
-		check: all(runtimeCan(FeatureKill), needs("leave"), atLeast(2)),
+		check: all(runtimeCan(FeatureKill), needs("leave"), atLeast(2), roleNeeds(how)),
 		inject: func(ctx context.Context, env *Env, rng *rand.Rand) (*Active, error) {
 			targets, err := pick(ctx, env, rng, nodeNames(env), how)
 			if err != nil {

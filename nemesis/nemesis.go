@@ -23,7 +23,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/shardtest/shardtest/harness/nodeclient"
+	"github.com/shardtest/shardtest/protocol/client"
 )
 
 // ErrUnsupported is wrapped by a Cluster method the runtime cannot perform
@@ -104,7 +104,7 @@ type Env struct {
 
 func (e *Env) has(capability string) bool { return slices.Contains(e.Capabilities, capability) }
 
-func (e *Env) client(n Node) *nodeclient.Client { return nodeclient.New(n.HTTPAddr, nil) }
+func (e *Env) client(n Node) *client.Client { return client.New(n.HTTPAddr, nil) }
 
 func (e *Env) log() *slog.Logger {
 	if e.Log == nil {
@@ -170,7 +170,17 @@ type Active struct {
 	Targets any
 	// heal undoes the fault; nil: nothing to undo.
 	heal func(ctx context.Context) (any, error)
+	// nothing: the inject failed on every target and did nothing (Targets
+	// say what it tried); it is recorded as failed and not healed.
+	nothing bool
 }
+
+// attempted is the Active of an inject that did nothing: it failed on
+// every target it tried.
+func attempted(targets any) *Active { return &Active{Targets: targets, nothing: true} }
+
+// Failed reports whether the inject did nothing at all.
+func (a *Active) Failed() bool { return a == nil || a.nothing }
 
 // Heal undoes the fault and returns what it did, for the history.
 func (a *Active) Heal(ctx context.Context) (any, error) {

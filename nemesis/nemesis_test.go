@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/shardtest/shardtest/harness/nodeclient"
+	"github.com/shardtest/shardtest/protocol"
 )
 
 func TestPlanIsDeterministic(t *testing.T) {
@@ -383,27 +383,48 @@ func TestRunnerRecordsFailures(t *testing.T) {
 	var events []Event
 	r := &Runner{Env: &Env{Cluster: fc}, Faults: mustParse(t, "kill:one"), Record: func(e Event) { events = append(events, e) }}
 	r.Run(context.Background(), time.Now(), []Step{{At: 0, Fault: "kill:one", Seed: 3}, {At: time.Millisecond, Fault: "kill:one", Heal: true}})
-	if len(events) != 2 || events[0].Err == nil || events[0].Targets == nil {
-		t.Fatalf("a failed kill must be recorded with its error and targets: %+v", events)
+	// The kill failed on its only target: it did nothing, so it is
+	// recorded as failed, with what it tried, and not healed.
+	if len(events) != 1 || events[0].Err == nil || events[0].Targets == nil || !events[0].Failed {
+		t.Fatalf("a kill that did nothing must be recorded as failed, with its error and targets, and no heal: %+v", events)
+	}
+	if slices.Contains(fc.calls, "start n1") || slices.Contains(fc.calls, "start n2") || slices.Contains(fc.calls, "start n3") {
+		t.Fatalf("a node no kill reached was started again: %v", fc.calls)
+	}
+	// A fault with no target at all (kill:coordinator where no node runs
+	// one) is failed too.
+	events = nil
+	fc.failKill = false
+	r = &Runner{Env: &Env{Cluster: fc}, Faults: mustParse(t, "kill:coordinator"), Record: func(e Event) { events = append(events, e) }}
+	r.Run(context.Background(), time.Now(), []Step{{At: 0, Fault: "kill:coordinator"}, {At: time.Millisecond, Fault: "kill:coordinator", Heal: true}})
+	if len(events) != 1 || !events[0].Failed || events[0].Err == nil {
+		t.Fatalf("kill:coordinator with no coordinator: %+v", events)
 	}
 }
 
 func TestRunnerCheck(t *testing.T) {
+	roles := []string{"age", "coordinator", "singleton"}
 	tests := []struct {
 		spec        string
+		caps        []string
 		wantErr     bool
 		wantKept    int
 		wantDropped int
 	}{
-		{"partition", false, 9, 1},                // majorities-ring needs 4 nodes
-		{"partition:majorities-ring", true, 0, 0}, // named in full: refused
-		{"partition,clock:bump", true, 0, 1},      // clock without the capability
-		{"clock", true, 0, 3},                     // nothing left
-		{"kill,pause", false, 10, 1},              // kill:oldest-half needs 4 nodes
+		{"partition", roles, false, 9, 1},                // majorities-ring needs 4 nodes
+		{"partition:majorities-ring", roles, true, 0, 0}, // named in full: refused
+		{"partition,clock:bump", roles, true, 0, 1},      // clock without the capability
+		{"clock", roles, true, 0, 3},                     // nothing left
+		{"kill,pause", roles, false, 10, 1},              // kill:oldest-half needs 4 nodes
+		// No age, no coordinator, no singleton: the faults aimed at them
+		// are left out up front.
+		{"kill,pause", nil, false, 6, 5},
+		{"partition", nil, false, 6, 4},
+		{"kill:coordinator", nil, true, 0, 0}, // named in full: refused
 	}
 	for _, tt := range tests {
-		t.Run(tt.spec, func(t *testing.T) {
-			r := &Runner{Env: &Env{Cluster: newFake(3)}, Faults: mustParse(t, tt.spec)}
+		t.Run(fmt.Sprint(tt.spec, tt.caps), func(t *testing.T) {
+			r := &Runner{Env: &Env{Cluster: newFake(3), Capabilities: tt.caps}, Faults: mustParse(t, tt.spec)}
 			dropped, err := r.Check()
 			if (err != nil) != tt.wantErr {
 				t.Fatalf("err %v, want error %v", err, tt.wantErr)
@@ -487,13 +508,13 @@ func TestValidateSchedule(t *testing.T) {
 // TestOldestHalf: kill:oldest-half picks the ⌊n/2⌋ members with the
 // lowest up-numbers, as the node that lists the most members up sees them.
 func TestOldestHalf(t *testing.T) {
-	members := []nodeclient.Member{
+	members := []protocol.Member{
 		{UID: "n1@a", UpNumber: 7, Status: "up"}, {UID: "n2@a", UpNumber: 2, Status: "up"},
 		{UID: "n3@a", UpNumber: 3, Status: "up"}, {UID: "n4@a", UpNumber: 1, Status: "up"},
 		{UID: "n5@a", UpNumber: 5, Status: "up"}, {UID: "n6@a", UpNumber: 0, Status: "leaving"},
 	}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		json.NewEncoder(w).Encode(nodeclient.Status{Members: members})
+		json.NewEncoder(w).Encode(protocol.Status{Members: members})
 	}))
 	defer srv.Close()
 	fc := newFake(6)
@@ -520,7 +541,7 @@ func TestDownUnreachable(t *testing.T) {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			switch r.URL.Path {
 			case "/v1/status":
-				json.NewEncoder(w).Encode(nodeclient.Status{Unreachable: unreachable})
+				json.NewEncoder(w).Encode(protocol.Status{Unreachable: unreachable})
 			case "/v1/admin/down":
 				var req struct{ Member string }
 				json.NewDecoder(r.Body).Decode(&req)

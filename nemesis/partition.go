@@ -181,7 +181,7 @@ func partitionFaults() []Fault {
 		out = append(out, Fault{
 			Name:  "partition:" + s.name,
 			Doc:   "partition: " + s.doc,
-			check: all(canPartition(s.name == "journal-cut"), atLeast(s.min)),
+			check: all(canPartition(s.name == "journal-cut"), atLeast(s.min), roleNeeds(s.role)),
 			inject: func(ctx context.Context, env *Env, rng *rand.Rand) (*Active, error) {
 				target := ""
 				if s.role != "" {
@@ -223,7 +223,7 @@ func applyCut(ctx context.Context, env *Env, cut Cut) (*Active, error) {
 		targets = append(targets, node)
 	}
 	sort.Strings(targets)
-	err := forEach(targets, func(node string) error {
+	done, err := forEachDone(targets, func(node string) error {
 		r := cut.Drops[node]
 		var ar Rules
 		var err error
@@ -239,6 +239,9 @@ func applyCut(ctx context.Context, env *Env, cut Cut) (*Active, error) {
 		ar.LossPercent = r.LossPercent
 		return env.Cluster.SetRules(ctx, node, ar)
 	})
+	if len(done) == 0 && err != nil {
+		return attempted(cut), err
+	}
 	active := &Active{Targets: cut, heal: func(ctx context.Context) (any, error) {
 		return map[string][]string{"healed": targets}, clearRules(ctx, env, targets)
 	}}

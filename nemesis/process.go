@@ -45,7 +45,7 @@ func killFaults() []Fault {
 			Name:  "kill:" + how,
 			Doc:   "crash (SIGKILL) " + targetDoc(how) + "; heal restarts it with its disk",
 			optIn: how == journalName,
-			check: killCheck(how),
+			check: all(killCheck(how), roleNeeds(how)),
 			inject: func(ctx context.Context, env *Env, rng *rand.Rand) (*Active, error) {
 				targets := []string{journalName}
 				if how != journalName {
@@ -54,7 +54,10 @@ func killFaults() []Fault {
 						return nil, err
 					}
 				}
-				err := forEach(targets, func(name string) error { return env.Cluster.Kill(ctx, name) })
+				done, err := forEachDone(targets, func(name string) error { return env.Cluster.Kill(ctx, name) })
+				if len(done) == 0 {
+					return attempted(Targets{targets, how}), err
+				}
 				return &Active{Targets: Targets{targets, how}, heal: func(ctx context.Context) (any, error) {
 					return Targets{targets, how}, startAll(ctx, env, targets)
 				}}, err
@@ -103,15 +106,18 @@ func pauseFaults() []Fault {
 		out = append(out, Fault{
 			Name:  "pause:" + how,
 			Doc:   "freeze " + targetDoc(how) + " (the GC-pause fault: a stale lease holder wakes up later); heal thaws it",
-			check: runtimeCan(FeaturePause),
+			check: all(runtimeCan(FeaturePause), roleNeeds(how)),
 			inject: func(ctx context.Context, env *Env, rng *rand.Rand) (*Active, error) {
 				targets, err := pick(ctx, env, rng, nodeNames(env), how)
 				if err != nil {
 					return nil, err
 				}
-				err = forEach(targets, func(name string) error { return env.Cluster.Pause(ctx, name) })
+				paused, err := forEachDone(targets, func(name string) error { return env.Cluster.Pause(ctx, name) })
+				if len(paused) == 0 {
+					return attempted(Targets{targets, how}), err
+				}
 				return &Active{Targets: Targets{targets, how}, heal: func(ctx context.Context) (any, error) {
-					return Targets{targets, how}, forEach(targets, func(name string) error {
+					return Targets{paused, how}, forEach(paused, func(name string) error {
 						return retry(ctx, func() error { return env.Cluster.Resume(ctx, name) })
 					})
 				}}, err

@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/shardtest/shardtest/harness/nodeclient"
+	"github.com/shardtest/shardtest/protocol"
 )
 
 // Roles a fault can target, found through the node protocol's status.
@@ -22,6 +22,24 @@ const (
 	// and the two next in line).
 	RoleOldestHalf = "oldest-half"
 )
+
+// roleNeeds is the check that the implementation reports the role how
+// names (a plain choice such as "one" needs nothing): the oldest needs
+// members with an age, the coordinator the coordinator capability, the
+// singleton the singleton capability. A fault aimed at a role the
+// implementation does not have is left out up front, not drawn and
+// failed.
+func roleNeeds(how string) func(env *Env) error {
+	switch how {
+	case RoleOldest, RoleOldestHalf:
+		return needs(protocol.CapAge)
+	case RoleCoordinator:
+		return needs(protocol.CapCoordinator)
+	case RoleSingleton:
+		return needs(protocol.CapSingleton)
+	}
+	return func(*Env) error { return nil }
+}
 
 // targetKey carries a step's Target through the context to pick.
 type targetKey struct{}
@@ -40,10 +58,10 @@ const idGenerator = "id-generator"
 
 // statuses reads every node's status concurrently; nodes that do not answer
 // within a few seconds are left out.
-func statuses(ctx context.Context, env *Env) map[string]nodeclient.Status {
+func statuses(ctx context.Context, env *Env) map[string]protocol.Status {
 	var (
 		mu  sync.Mutex
-		out = map[string]nodeclient.Status{}
+		out = map[string]protocol.Status{}
 		wg  sync.WaitGroup
 	)
 	for _, n := range env.Cluster.Nodes() {
@@ -128,9 +146,9 @@ func findRole(ctx context.Context, env *Env, role string) (string, error) {
 // oldest returns the k oldest nodes that are up, by up-number, as the
 // node that lists the most members up sees them.
 func oldest(ctx context.Context, env *Env, k int) ([]string, error) {
-	var best []nodeclient.Member
+	var best []protocol.Member
 	for _, st := range statuses(ctx, env) {
-		var up []nodeclient.Member
+		var up []protocol.Member
 		for _, m := range st.Members {
 			if m.Status == "up" {
 				up = append(up, m)
@@ -209,6 +227,14 @@ func sorted(names []string) []string {
 
 // forEach runs fn for every name concurrently and joins the errors.
 func forEach(names []string, fn func(name string) error) error {
+	_, err := forEachDone(names, fn)
+	return err
+}
+
+// forEachDone is forEach that also returns the names fn succeeded for, so
+// an inject can tell a fault that did nothing (no heal, recorded as
+// failed) from one that took effect in part.
+func forEachDone(names []string, fn func(name string) error) (done []string, err error) {
 	errs := make([]error, len(names))
 	var wg sync.WaitGroup
 	for i, name := range names {
@@ -221,5 +247,10 @@ func forEach(names []string, fn func(name string) error) error {
 		}()
 	}
 	wg.Wait()
-	return errors.Join(errs...)
+	for i, name := range names {
+		if errs[i] == nil {
+			done = append(done, name)
+		}
+	}
+	return done, errors.Join(errs...)
 }

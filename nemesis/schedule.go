@@ -125,6 +125,8 @@ type Event struct {
 	Targets any
 	// Err is why the action failed, entirely or in part.
 	Err error
+	// Failed: an inject that did nothing at all; no heal follows it.
+	Failed bool
 }
 
 // Runner performs a plan.
@@ -205,7 +207,7 @@ func (r *Runner) Run(ctx context.Context, start time.Time, plan []Step) {
 		}
 		f, ok := faults[s.Fault]
 		if !ok {
-			r.Record(Event{Fault: s.Fault, Action: "inject", Began: time.Now(), Err: fmt.Errorf("unknown fault %q", s.Fault)})
+			r.Record(Event{Fault: s.Fault, Action: "inject", Began: time.Now(), Err: fmt.Errorf("unknown fault %q", s.Fault), Failed: true})
 			continue
 		}
 		began := time.Now()
@@ -214,7 +216,13 @@ func (r *Runner) Run(ctx context.Context, start time.Time, plan []Step) {
 		if a != nil {
 			targets = a.Targets
 		}
-		r.Record(Event{Fault: f.Name, Action: "inject", Began: began, Targets: targets, Err: err})
-		active = append(active, injected{s.key(), f.Name, a})
+		// An inject that did nothing (a nil Active: no target found, every
+		// target refused) is recorded as failed and gets no heal, so no
+		// checker takes it for a fault that happened.
+		failed := err != nil && a.Failed()
+		r.Record(Event{Fault: f.Name, Action: "inject", Began: began, Targets: targets, Err: err, Failed: failed})
+		if !failed {
+			active = append(active, injected{s.key(), f.Name, a})
+		}
 	}
 }

@@ -6,8 +6,9 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/shardtest/shardtest/harness/history"
-	"github.com/shardtest/shardtest/harness/nodeclient"
+	"github.com/shardtest/shardtest/history"
+	"github.com/shardtest/shardtest/protocol"
+	"github.com/shardtest/shardtest/protocol/client"
 )
 
 // Append is numbered appends to log entities, synchronous ("append") and
@@ -26,8 +27,11 @@ func (Append) Doc() string {
 		"present at most once, and reads consistent with each other (each a prefix-extension of the last)."
 }
 
-// Capability implements Workload.
-func (Append) Capability() string { return "sharding" }
+// Needs implements Workload: tells are sent only where the implementation
+// declares the tell capability (Options.Tell).
+func (Append) Needs() Needs {
+	return Needs{Capabilities: []string{protocol.CapSharding}, EntityTypes: []string{protocol.TypeLog}}
+}
 
 // Generator implements Workload. Each draw is an append (60 %), a read
 // (20 %) or a burst of 1–5 tells to one log (20 %): a stream of events
@@ -43,7 +47,7 @@ func (Append) Generator(seed int64, worker int, o Options) func() Op {
 	burst, burstKey := 0, ""
 	entry := func(f, key string) Op {
 		seq++
-		return Op{F: f, Entity: key, Value: json.RawMessage(fmt.Sprintf(`{"client":%q,"seq":%d}`, client, seq))}
+		return Op{F: f, Entity: key, Value: mustJSON(protocol.LogEntry{Client: client, Seq: int64(seq)})}
 	}
 	return func() Op {
 		if burst > 0 {
@@ -53,25 +57,25 @@ func (Append) Generator(seed int64, worker int, o Options) func() Op {
 		key := fmt.Sprintf("log/l%d", kp.next())
 		switch r := kp.rng.IntN(10); {
 		case r < 2:
-			return Op{F: "read", Entity: key}
-		case r < 4:
+			return Op{F: protocol.OpRead, Entity: key}
+		case r < 4 && o.Tell:
 			burst, burstKey = kp.rng.IntN(5), key
 			return entry("tell", key)
 		default:
-			return entry("append", key)
+			return entry(protocol.OpAppend, key)
 		}
 	}
 }
 
 // Invoke implements Workload. A tell's ok means the node accepted it.
-func (Append) Invoke(ctx context.Context, c *nodeclient.Client, op Op) (json.RawMessage, history.Reply, error) {
+func (Append) Invoke(ctx context.Context, c *client.Client, op Op) (json.RawMessage, history.Reply, error) {
 	if op.F != "tell" {
 		return invokeEntity(ctx, c, Op{F: op.F, Entity: op.Entity, Value: op.Value})
 	}
 	typ, id, _ := strings.Cut(op.Entity, "/")
-	var client struct{ Client string }
-	json.Unmarshal(op.Value, &client)
-	r, err := c.Tell(ctx, nodeclient.EntityRequest{Type: typ, ID: id, Op: "append", Payload: op.Value, Sender: client.Client, Mode: "tell"})
+	var e protocol.LogEntry
+	json.Unmarshal(op.Value, &e)
+	r, err := c.Tell(ctx, protocol.EntityRequest{Type: typ, ID: id, Op: protocol.OpAppend, Payload: op.Value, Sender: e.Client})
 	if err != nil {
 		return nil, history.Reply{}, err
 	}
@@ -82,8 +86,8 @@ func (Append) Invoke(ctx context.Context, c *nodeclient.Client, op Op) (json.Raw
 func (Append) Final(touched []string) []Op {
 	var ops []Op
 	for _, e := range touched {
-		if strings.HasPrefix(e, "log/") {
-			ops = append(ops, Op{F: "read", Entity: e})
+		if strings.HasPrefix(e, protocol.TypeLog+"/") {
+			ops = append(ops, Op{F: protocol.OpRead, Entity: e})
 		}
 	}
 	return ops

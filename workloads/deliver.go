@@ -7,8 +7,9 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/shardtest/shardtest/harness/history"
-	"github.com/shardtest/shardtest/harness/nodeclient"
+	"github.com/shardtest/shardtest/history"
+	"github.com/shardtest/shardtest/protocol"
+	"github.com/shardtest/shardtest/protocol/client"
 )
 
 // Deliver is at-least-once and effectively-once delivery through sender
@@ -31,8 +32,10 @@ func (Deliver) Doc() string {
 		"once (exactly once with de-duplication), no failed send, and nothing never sent."
 }
 
-// Capability implements Workload.
-func (Deliver) Capability() string { return "sharding" }
+// Needs implements Workload.
+func (Deliver) Needs() Needs {
+	return Needs{Capabilities: []string{protocol.CapSharding}, EntityTypes: []string{protocol.TypeSender, protocol.TypeLog}}
+}
 
 // DeliverSender names the sender entity of a worker and target log.
 func DeliverSender(worker, log int) string { return fmt.Sprintf("sender/w%d-d%d", worker, log) }
@@ -47,13 +50,13 @@ func (Deliver) Generator(seed int64, worker int, o Options) func() Op {
 		seq[log]++
 		sender := DeliverSender(worker, log)
 		_, client, _ := strings.Cut(sender, "/")
-		v, _ := json.Marshal(map[string]any{"to": fmt.Sprintf("d%d", log), "client": client, "seq": seq[log], "dedup": dedup})
-		return Op{F: "send", Entity: sender, Value: v}
+		v := mustJSON(protocol.SenderSend{To: fmt.Sprintf("d%d", log), Client: client, Seq: int64(seq[log]), Dedup: dedup})
+		return Op{F: protocol.OpSend, Entity: sender, Value: v}
 	}
 }
 
 // Invoke implements Workload.
-func (Deliver) Invoke(ctx context.Context, c *nodeclient.Client, op Op) (json.RawMessage, history.Reply, error) {
+func (Deliver) Invoke(ctx context.Context, c *client.Client, op Op) (json.RawMessage, history.Reply, error) {
 	return invokeEntity(ctx, c, op)
 }
 
@@ -66,7 +69,7 @@ func (Deliver) Final(touched []string) []Op {
 		if !strings.HasPrefix(e, "sender/") {
 			continue
 		}
-		flush = append(flush, Op{F: "flush", Entity: e})
+		flush = append(flush, Op{F: protocol.OpFlush, Entity: e})
 		if i := strings.LastIndex(e, "-d"); i >= 0 {
 			logs["log/d"+e[i+2:]] = true
 		}
@@ -77,7 +80,7 @@ func (Deliver) Final(touched []string) []Op {
 	}
 	sort.Strings(names)
 	for _, l := range names {
-		read = append(read, Op{F: "read", Entity: l})
+		read = append(read, Op{F: protocol.OpRead, Entity: l})
 	}
 	return append(flush, read...)
 }

@@ -3,10 +3,10 @@ package workloads
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 
-	"github.com/shardtest/shardtest/harness/history"
-	"github.com/shardtest/shardtest/harness/nodeclient"
+	"github.com/shardtest/shardtest/history"
+	"github.com/shardtest/shardtest/protocol"
+	"github.com/shardtest/shardtest/protocol/client"
 )
 
 // IDGen asks the cluster singleton ID generator for ids.
@@ -23,8 +23,10 @@ func (IDGen) Doc() string {
 		"one instance is alive at a time."
 }
 
-// Capability implements Workload.
-func (IDGen) Capability() string { return "singleton" }
+// Needs implements Workload.
+func (IDGen) Needs() Needs {
+	return Needs{Capabilities: []string{protocol.CapSingleton}, Singletons: []string{protocol.IDGenerator}}
+}
 
 // Generator implements Workload.
 func (IDGen) Generator(int64, int, Options) func() Op {
@@ -32,7 +34,7 @@ func (IDGen) Generator(int64, int, Options) func() Op {
 }
 
 // Invoke implements Workload.
-func (IDGen) Invoke(ctx context.Context, c *nodeclient.Client, _ Op) (json.RawMessage, history.Reply, error) {
+func (IDGen) Invoke(ctx context.Context, c *client.Client, _ Op) (json.RawMessage, history.Reply, error) {
 	r, err := c.NextID(ctx)
 	if err != nil {
 		return nil, history.Reply{}, err
@@ -40,7 +42,7 @@ func (IDGen) Invoke(ctx context.Context, c *nodeclient.Client, _ Op) (json.RawMe
 	res, _ := json.Marshal(map[string]int64{"id": r.ID})
 	return res, history.Reply{
 		Node: r.ServedBy.Node, Incarnation: r.ServedBy.Incarnation,
-		Singleton: fmt.Sprintf("%s@%s#%d", r.Singleton.Node, r.Singleton.Incarnation, r.Singleton.Instance),
+		Singleton: r.Singleton.String(),
 	}, nil
 }
 

@@ -3,11 +3,14 @@ package workloads
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
-	"github.com/shardtest/shardtest/harness/history"
-	"github.com/shardtest/shardtest/harness/nodeclient"
+	"github.com/shardtest/shardtest/history"
+	"github.com/shardtest/shardtest/protocol"
+	"github.com/shardtest/shardtest/protocol/client"
 )
 
 // Register is read / write / compare-and-set on register entities.
@@ -24,8 +27,10 @@ func (Register) Doc() string {
 		"unknown (info) writes may or may not have happened; one entity incarnation at a time."
 }
 
-// Capability implements Workload.
-func (Register) Capability() string { return "sharding" }
+// Needs implements Workload.
+func (Register) Needs() Needs {
+	return Needs{Capabilities: []string{protocol.CapSharding}, EntityTypes: []string{protocol.TypeRegister}}
+}
 
 // Generator implements Workload: reads 50 %, writes 30 %, cas 20 %, values
 // unique per worker so checkers can tell writes apart.
@@ -34,21 +39,22 @@ func (Register) Generator(seed int64, worker int, o Options) func() Op {
 	n := 0
 	return func() Op {
 		n++
-		key := fmt.Sprintf("register/r%d", kp.next())
-		v := worker*1_000_000 + n
+		key := protocol.TypeRegister + "/r" + strconv.Itoa(kp.next())
+		v := int64(worker*1_000_000 + n)
 		switch r := kp.rng.IntN(10); {
 		case r < 5:
-			return Op{F: "read", Entity: key}
+			return Op{F: protocol.OpRead, Entity: key}
 		case r < 8:
-			return Op{F: "write", Entity: key, Value: json.RawMessage(fmt.Sprintf(`{"value":%d}`, v))}
+			return Op{F: protocol.OpWrite, Entity: key, Value: mustJSON(protocol.RegisterWrite{Value: v})}
 		default:
-			return Op{F: "cas", Entity: key, Value: json.RawMessage(fmt.Sprintf(`{"expect":%d,"value":%d}`, kp.rng.IntN(5)+worker*1_000_000+max(n-5, 0), v))}
+			expect := int64(kp.rng.IntN(5) + worker*1_000_000 + max(n-5, 0))
+			return Op{F: protocol.OpCAS, Entity: key, Value: mustJSON(protocol.RegisterCAS{Expect: &expect, Value: v})}
 		}
 	}
 }
 
 // Invoke implements Workload.
-func (Register) Invoke(ctx context.Context, c *nodeclient.Client, op Op) (json.RawMessage, history.Reply, error) {
+func (Register) Invoke(ctx context.Context, c *client.Client, op Op) (json.RawMessage, history.Reply, error) {
 	return invokeEntity(ctx, c, op)
 }
 
@@ -56,8 +62,8 @@ func (Register) Invoke(ctx context.Context, c *nodeclient.Client, op Op) (json.R
 func (Register) Final(touched []string) []Op {
 	var ops []Op
 	for _, e := range touched {
-		if strings.HasPrefix(e, "register/") {
-			ops = append(ops, Op{F: "read", Entity: e})
+		if strings.HasPrefix(e, protocol.TypeRegister+"/") {
+			ops = append(ops, Op{F: protocol.OpRead, Entity: e})
 		}
 	}
 	return ops
@@ -65,16 +71,16 @@ func (Register) Final(touched []string) []Op {
 
 // invokeEntity sends an entity operation and returns its result and where
 // it was served.
-func invokeEntity(ctx context.Context, c *nodeclient.Client, op Op) (json.RawMessage, history.Reply, error) {
+func invokeEntity(ctx context.Context, c *client.Client, op Op) (json.RawMessage, history.Reply, error) {
 	typ, id, ok := strings.Cut(op.Entity, "/")
 	if !ok {
 		return nil, history.Reply{}, fmt.Errorf("workload: entity %q is not type/id", op.Entity)
 	}
-	r, err := c.Entity(ctx, nodeclient.EntityRequest{Type: typ, ID: id, Op: op.F, Payload: op.Value})
+	r, err := c.Entity(ctx, protocol.EntityRequest{Type: typ, ID: id, Op: op.F, Payload: op.Value})
 	if err != nil {
-		var e *nodeclient.Error
+		var e *protocol.Error
 		rep := history.Reply{}
-		if asErr(err, &e) {
+		if errors.As(err, &e) {
 			rep.Node, rep.Incarnation = e.ServedBy.Node, e.ServedBy.Incarnation
 		}
 		return nil, rep, err

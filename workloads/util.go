@@ -1,5 +1,13 @@
 package workloads
 
-import "errors"
+import "encoding/json"
 
-func asErr[T error](err error, target *T) bool { return errors.As(err, target) }
+// mustJSON encodes a payload of the protocol's entity types, which always
+// encode.
+func mustJSON(v any) json.RawMessage {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic("workloads: encode " + err.Error())
+	}
+	return b
+}

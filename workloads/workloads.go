@@ -11,8 +11,9 @@ import (
 	"math/rand/v2"
 	"sort"
 
-	"github.com/shardtest/shardtest/harness/history"
-	"github.com/shardtest/shardtest/harness/nodeclient"
+	"github.com/shardtest/shardtest/history"
+	"github.com/shardtest/shardtest/protocol"
+	"github.com/shardtest/shardtest/protocol/client"
 )
 
 // Op is one operation to perform.
@@ -37,6 +38,39 @@ type Options struct {
 	// on one entity (the linearizability checker's cost grows steeply with
 	// it): workers are grouped, and each group owns a share of the keys.
 	PerEntity int
+	// Tell: the implementation declares the tell capability, so workloads
+	// that can send fire-and-forget messages do.
+	Tell bool
+}
+
+// Needs is what a workload needs an implementation to declare in GET
+// /v1/capabilities.
+type Needs struct {
+	Capabilities []string
+	EntityTypes  []string
+	Singletons   []string
+}
+
+// Missing says what of n the declared capabilities lack, one reason each;
+// none: the workload can run.
+func (n Needs) Missing(c protocol.Capabilities) []string {
+	var out []string
+	for _, x := range n.Capabilities {
+		if !c.Has(x) {
+			out = append(out, fmt.Sprintf("the %q capability", x))
+		}
+	}
+	for _, t := range n.EntityTypes {
+		if !c.HasEntityType(t) {
+			out = append(out, fmt.Sprintf("entity type %q", t))
+		}
+	}
+	for _, s := range n.Singletons {
+		if !c.HasSingleton(s) {
+			out = append(out, fmt.Sprintf("singleton %q", s))
+		}
+	}
+	return out
 }
 
 // Workload is a kind of traffic.
@@ -44,12 +78,13 @@ type Workload interface {
 	Name() string
 	// Doc says what the workload does and what a correct system must show.
 	Doc() string
-	// Capability is the node capability it needs (docs/protocol.md).
-	Capability() string
+	// Needs is what the implementation must declare for it
+	// (docs/protocol.md, Capabilities).
+	Needs() Needs
 	// Generator returns worker's deterministic operation stream.
 	Generator(seed int64, worker int, o Options) func() Op
 	// Invoke performs op on a node.
-	Invoke(ctx context.Context, c *nodeclient.Client, op Op) (result json.RawMessage, reply history.Reply, err error)
+	Invoke(ctx context.Context, c *client.Client, op Op) (result json.RawMessage, reply history.Reply, err error)
 	// Final returns the operations that read back every entity touched.
 	// Consecutive operations of one kind (F) run concurrently; each change
 	// of kind waits until the operations before it have finished.

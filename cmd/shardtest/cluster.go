@@ -13,8 +13,8 @@ import (
 
 	"github.com/shardtest/shardtest/harness/docker"
 	"github.com/shardtest/shardtest/harness/local"
-	"github.com/shardtest/shardtest/harness/nodeclient"
 	"github.com/shardtest/shardtest/harness/smoke"
+	"github.com/shardtest/shardtest/protocol/client"
 )
 
 // dockerStopTimeout bounds copying the logs and removing a Docker cluster,
@@ -106,7 +106,7 @@ unless --keep (Docker only) leaves it running.`,
 				fmt.Fprintf(out, "journal  http://%s\n", c.Journal.HTTPAddr)
 				for _, p := range c.Nodes {
 					fmt.Fprintf(out, "%-8s http://%s  gossip %s  log %s\n", p.Name, p.HTTPAddr, p.GossipAddr, p.LogPath)
-					sn = append(sn, smoke.Node{Name: p.Name, Client: nodeclient.New(p.HTTPAddr, nil), Exited: p.Exited()})
+					sn = append(sn, smoke.Node{Name: p.Name, Client: client.New(p.HTTPAddr, nil), Exited: p.Exited()})
 				}
 			} else {
 				c, err := docker.Start(ctx, docker.Options{Nodes: nodes, Dir: dir, NodeArgs: nodeArgs, Binary: binary, Logger: logger})
@@ -119,7 +119,7 @@ unless --keep (Docker only) leaves it running.`,
 				fmt.Fprintf(out, "journal  http://%s  ip %s  container %.12s\n", j.HTTPAddr, j.IP, j.ContainerID)
 				for _, n := range c.Nodes() {
 					fmt.Fprintf(out, "%-8s http://%s  ip %s  container %.12s\n", n.Name, n.HTTPAddr, n.IP, n.ContainerID)
-					sn = append(sn, smoke.Node{Name: n.Name, Client: nodeclient.New(n.HTTPAddr, nil), Exited: n.Exited()})
+					sn = append(sn, smoke.Node{Name: n.Name, Client: client.New(n.HTTPAddr, nil), Exited: n.Exited()})
 				}
 			}
 			if !runSmoke {

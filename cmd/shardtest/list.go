@@ -63,7 +63,7 @@ func writeList(w io.Writer, kinds []string) error {
 				fmt.Fprintln(w, "  none")
 			}
 			for _, wl := range all {
-				fmt.Fprintf(w, "  %s (needs capability %q)\n", wl.Name(), wl.Capability())
+				fmt.Fprintf(w, "  %s (needs %s)\n", wl.Name(), describeNeeds(wl.Needs()))
 				for _, line := range wrap(wl.Doc(), 72) {
 					fmt.Fprintf(w, "      %s\n", line)
 				}
@@ -147,4 +147,19 @@ func clusterDoc(s scenario.Scenario) string {
 		doc += "; settings " + run.SettingsString(s.Settings)
 	}
 	return doc
+}
+
+// describeNeeds says what a workload needs an implementation to declare.
+func describeNeeds(n workloads.Needs) string {
+	var parts []string
+	for _, c := range n.Capabilities {
+		parts = append(parts, "capability "+c)
+	}
+	for _, t := range n.EntityTypes {
+		parts = append(parts, "entity type "+t)
+	}
+	for _, s := range n.Singletons {
+		parts = append(parts, "singleton "+s)
+	}
+	return strings.Join(parts, ", ")
 }

@@ -13,10 +13,10 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/shardtest/shardtest/checker"
-	"github.com/shardtest/shardtest/harness/history"
 	"github.com/shardtest/shardtest/harness/report"
 	"github.com/shardtest/shardtest/harness/run"
 	"github.com/shardtest/shardtest/harness/scenario"
+	"github.com/shardtest/shardtest/history"
 	"github.com/shardtest/shardtest/workloads"
 )
 

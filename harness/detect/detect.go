@@ -24,8 +24,8 @@ import (
 	"time"
 
 	"github.com/shardtest/shardtest/checker"
-	"github.com/shardtest/shardtest/harness/history"
 	"github.com/shardtest/shardtest/harness/run"
+	"github.com/shardtest/shardtest/history"
 	"github.com/shardtest/shardtest/nemesis"
 	"github.com/shardtest/shardtest/workloads"
 )

@@ -27,7 +27,7 @@ import (
 	"github.com/moby/moby/api/types/network"
 	"github.com/moby/moby/client"
 
-	"github.com/shardtest/shardtest/harness/nodeclient"
+	nodeclient "github.com/shardtest/shardtest/protocol/client"
 )
 
 // Ports inside the containers.

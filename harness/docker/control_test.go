@@ -15,7 +15,7 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/client"
 
-	"github.com/shardtest/shardtest/harness/nodeclient/nodetest"
+	"github.com/shardtest/shardtest/protocol/nodetest"
 )
 
 func node(t *testing.T, c *Cluster, name string) Node {

@@ -21,7 +21,8 @@ import (
 	"github.com/moby/moby/api/types/network"
 	"github.com/moby/moby/client"
 
-	"github.com/shardtest/shardtest/harness/nodeclient"
+	"github.com/shardtest/shardtest/protocol"
+	nodeclient "github.com/shardtest/shardtest/protocol/client"
 )
 
 // writeELF writes a minimal ELF64 executable header with the given
@@ -263,7 +264,7 @@ func TestClusterEndToEnd(t *testing.T) {
 	var last int64
 	for round := range 2 {
 		for i, cl := range clients {
-			r, err := retryOp(ctx, func(ctx context.Context) (nodeclient.NextID, error) { return cl.NextID(ctx) })
+			r, err := retryOp(ctx, func(ctx context.Context) (protocol.NextID, error) { return cl.NextID(ctx) })
 			if err != nil {
 				t.Fatalf("next-id via %s: %v", nodes[i].Name, err)
 			}
@@ -278,8 +279,8 @@ func TestClusterEndToEnd(t *testing.T) {
 	for i, cl := range clients {
 		key := fmt.Sprintf("e2e-%s-%d", runID, i)
 		want := int64(100 + i)
-		rep, err := retryOp(ctx, func(ctx context.Context) (nodeclient.EntityReply, error) {
-			return cl.Entity(ctx, nodeclient.EntityRequest{Type: "register", ID: key, Op: "cas",
+		rep, err := retryOp(ctx, func(ctx context.Context) (protocol.EntityReply, error) {
+			return cl.Entity(ctx, protocol.EntityRequest{Type: "register", ID: key, Op: "cas",
 				Payload: json.RawMessage(fmt.Sprintf(`{"expect":null,"value":%d}`, want))})
 		})
 		if err != nil {
@@ -291,8 +292,8 @@ func TestClusterEndToEnd(t *testing.T) {
 			t.Fatalf("cas %s via %s: %s", key, nodes[i].Name, rep.Result)
 		}
 		for j, rc := range clients {
-			rep, err := retryOp(ctx, func(ctx context.Context) (nodeclient.EntityReply, error) {
-				return rc.Entity(ctx, nodeclient.EntityRequest{Type: "register", ID: key, Op: "read"})
+			rep, err := retryOp(ctx, func(ctx context.Context) (protocol.EntityReply, error) {
+				return rc.Entity(ctx, protocol.EntityRequest{Type: "register", ID: key, Op: "read"})
 			})
 			if err != nil {
 				t.Fatalf("read %s via %s: %v", key, nodes[j].Name, err)

@@ -20,7 +20,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/shardtest/shardtest/harness/nodeclient"
+	"github.com/shardtest/shardtest/protocol/client"
 )
 
 // Options configures a local cluster.
@@ -290,9 +290,9 @@ func (p *Process) Stop(grace time.Duration) {
 
 // WaitReady waits until the node reports itself ready.
 func (c *Cluster) WaitReady(ctx context.Context, p *Process, timeout time.Duration) error {
-	err := nodeclient.New(p.HTTPAddr, nil).WaitReady(ctx, p.Exited(), timeout)
+	err := client.New(p.HTTPAddr, nil).WaitReady(ctx, p.Exited(), timeout)
 	switch {
-	case errors.Is(err, nodeclient.ErrExited):
+	case errors.Is(err, client.ErrExited):
 		return fmt.Errorf("local: %s exited before it was ready (see %s)", p.Name, p.LogPath)
 	case err != nil:
 		return fmt.Errorf("local: %s (see %s): %w", p.Name, p.LogPath, err)

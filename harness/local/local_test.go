@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/shardtest/shardtest/harness/nodeclient/nodetest"
 	"github.com/shardtest/shardtest/internal/testbin"
+	"github.com/shardtest/shardtest/protocol/nodetest"
 )
 
 // basePort is this package's range: 24400..24599 (harness/run's tests use

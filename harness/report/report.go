@@ -26,7 +26,7 @@ import (
 	"time"
 
 	"github.com/shardtest/shardtest/checker"
-	"github.com/shardtest/shardtest/harness/history"
+	"github.com/shardtest/shardtest/history"
 )
 
 // File names in a run folder: those this package writes and those it

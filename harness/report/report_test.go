@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/shardtest/shardtest/checker"
-	"github.com/shardtest/shardtest/harness/history"
+	"github.com/shardtest/shardtest/history"
 )
 
 // ops numbers hand-written entries.

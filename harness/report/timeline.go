@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/shardtest/shardtest/harness/history"
+	"github.com/shardtest/shardtest/history"
 )
 
 // Bounds on the timeline, so the page stays small for long runs and odd
@@ -204,6 +204,7 @@ func (a *analysis) fStat(idx map[string]int, other **fStats, f string) *fStats {
 type nemesisValue struct {
 	Action  string
 	Began   int64
+	Failed  bool
 	Targets json.RawMessage
 }
 
@@ -218,6 +219,7 @@ func readNemesis(raw json.RawMessage) nemesisValue {
 	if json.Unmarshal(m["began"], &began) == nil {
 		v.Began = began
 	}
+	json.Unmarshal(m["failed"], &v.Failed)
 	v.Targets = m["targets"]
 	return v
 }
@@ -243,6 +245,12 @@ func (a *analysis) nemesis(op *history.Op, open map[string]int) {
 		a.addInterval(interval{Fault: op.F, Inject: -1, Heal: op.Time, Began: v.Began,
 			Targets: joinNonEmpty("heal with no inject before it", prefixed("heal: ", targets)), Error: prefixed("heal: ", op.Error)}, nil, "")
 	case "inject":
+		if v.Failed {
+			// It did nothing, and no heal follows: a point in time.
+			a.addInterval(interval{Fault: op.F, Inject: op.Time, Heal: op.Time, Began: v.Began,
+				Targets: joinNonEmpty("inject failed: nothing was done", targets), Error: prefixed("inject: ", op.Error)}, nil, "")
+			return
+		}
 		a.addInterval(interval{Fault: op.F, Inject: op.Time, Heal: -1, Began: v.Began, Targets: targets,
 			Error: prefixed("inject: ", op.Error)}, open, op.F)
 	default:

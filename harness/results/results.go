@@ -18,8 +18,8 @@ import (
 	"sort"
 	"time"
 
-	"github.com/shardtest/shardtest/harness/history"
 	"github.com/shardtest/shardtest/harness/run"
+	"github.com/shardtest/shardtest/history"
 )
 
 // File names inside a run folder.

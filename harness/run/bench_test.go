@@ -8,8 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/shardtest/shardtest/harness/history"
-	"github.com/shardtest/shardtest/harness/nodeclient"
+	"github.com/shardtest/shardtest/history"
+	"github.com/shardtest/shardtest/protocol"
+	"github.com/shardtest/shardtest/protocol/client"
 	"github.com/shardtest/shardtest/workloads"
 )
 
@@ -29,9 +30,9 @@ func BenchmarkRecordingOverhead(b *testing.B) {
 	}
 	defer cl.Stop(context.Background(), dir)
 	nodes := cl.Nodes()
-	clients := make([]*nodeclient.Client, len(nodes))
+	clients := make([]*client.Client, len(nodes))
 	for i, n := range nodes {
-		clients[i] = nodeclient.New(n.HTTPAddr, nil)
+		clients[i] = client.New(n.HTTPAddr, nil)
 	}
 	test := &Test{Options: o, Workload: w, Log: quiet()}
 	var recorded, plain float64
@@ -41,7 +42,7 @@ func BenchmarkRecordingOverhead(b *testing.B) {
 			b.Fatal(err)
 		}
 		start := time.Now()
-		test.drive(context.Background(), hw, nodes, clients)
+		test.drive(context.Background(), hw, nodes, clients, protocol.Capabilities{})
 		recorded += float64(hw.Len()/2) / time.Since(start).Seconds()
 		hw.Close()
 		plain += plainLoop(w, o, nodes, clients)
@@ -53,7 +54,7 @@ func BenchmarkRecordingOverhead(b *testing.B) {
 
 // plainLoop runs the same workers and operations without recording and
 // returns operations per second.
-func plainLoop(w workloads.Workload, o Options, nodes []Node, clients []*nodeclient.Client) float64 {
+func plainLoop(w workloads.Workload, o Options, nodes []Node, clients []*client.Client) float64 {
 	ctx, cancel := context.WithTimeout(context.Background(), o.TimeLimit)
 	defer cancel()
 	var n atomic.Int64

@@ -6,8 +6,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/shardtest/shardtest/harness/history"
-	"github.com/shardtest/shardtest/harness/nodeclient"
+	"github.com/shardtest/shardtest/history"
+	"github.com/shardtest/shardtest/protocol"
+	"github.com/shardtest/shardtest/protocol/client"
 )
 
 // eventBatch is how many events one poll asks for.
@@ -15,10 +16,16 @@ const eventBatch = 1000
 
 // collectEvents polls every node's GET /v1/events (long poll) until ctx
 // ends and writes what it gets to w, each event with the window of
-// harness time in which it certainly happened. nodes is asked again every
-// second, so nodes added by the nemesis are polled too. It returns when
-// every poller has stopped.
+// harness time in which it certainly happened. Nodes added by the nemesis
+// are polled too. It returns when every poller has stopped.
 func collectEvents(ctx context.Context, w *history.EventsWriter, now func() int64, nodes func() []Node, log func(node string, err error)) {
+	forEachNode(ctx, nodes, func(n Node) { pollEvents(ctx, w, now, n, log) })
+}
+
+// forEachNode runs poll for every node, each in its own goroutine, asking
+// nodes again every second so nodes added later get theirs, until ctx
+// ends and every poll has returned.
+func forEachNode(ctx context.Context, nodes func() []Node, poll func(n Node)) {
 	var wg sync.WaitGroup
 	polled := map[string]bool{}
 	tk := time.NewTicker(time.Second)
@@ -32,7 +39,7 @@ func collectEvents(ctx context.Context, w *history.EventsWriter, now func() int6
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				pollEvents(ctx, w, now, n, log)
+				poll(n)
 			}()
 		}
 		select {
@@ -58,7 +65,7 @@ func collectEvents(ctx context.Context, w *history.EventsWriter, now func() int6
 // that keeps the log), the log is read again from the start and events
 // already written are skipped.
 func pollEvents(ctx context.Context, w *history.EventsWriter, now func() int64, n Node, log func(node string, err error)) {
-	c := nodeclient.New(n.HTTPAddr, nil)
+	c := client.New(n.HTTPAddr, nil)
 	var (
 		after      uint64
 		lo         int64
@@ -67,13 +74,13 @@ func pollEvents(ctx context.Context, w *history.EventsWriter, now func() int64, 
 		refetching bool
 		failures   int
 	)
-	key := func(e nodeclient.Event) string {
+	key := func(e protocol.Event) string {
 		return fmt.Sprintf("%d/%s/%s/%s", e.Seq, e.Incarnation, e.Type, e.Time.Format(time.RFC3339Nano))
 	}
 	for ctx.Err() == nil {
 		s := now()
 		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		r, err := c.WaitEvents(pctx, after, eventBatch, 500*time.Millisecond)
+		r, err := c.Events(pctx, after, eventBatch, 500*time.Millisecond)
 		cancel()
 		hi := now()
 		if err != nil {

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/shardtest/shardtest/harness/history"
+	"github.com/shardtest/shardtest/history"
 )
 
 // fakeEventLog serves GET /v1/events like a node whose process can be

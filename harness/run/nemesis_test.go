@@ -13,10 +13,11 @@ import (
 	"time"
 
 	"github.com/shardtest/shardtest/harness/docker"
-	"github.com/shardtest/shardtest/harness/history"
-	"github.com/shardtest/shardtest/harness/nodeclient"
-	"github.com/shardtest/shardtest/harness/nodeclient/nodetest"
+	"github.com/shardtest/shardtest/history"
 	"github.com/shardtest/shardtest/nemesis"
+	"github.com/shardtest/shardtest/protocol"
+	"github.com/shardtest/shardtest/protocol/client"
+	"github.com/shardtest/shardtest/protocol/nodetest"
 	"github.com/shardtest/shardtest/workloads"
 )
 
@@ -133,14 +134,14 @@ func TestNemesesDocker(t *testing.T) {
 			t.Errorf("left behind: %v %v", left, err)
 		}
 	}()
-	caps, err := nodeclient.New(cl.Nodes()[0].HTTPAddr, nil).Capabilities(ctx)
+	caps, err := client.New(cl.Nodes()[0].HTTPAddr, nil).Capabilities(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	f := &faultEnv{t: t, ctx: ctx, env: &nemesis.Env{Cluster: cl.(dockerCluster).Nemesis(), Capabilities: caps.Capabilities, Log: quiet()}}
 	all := f.names()
 	// Entity traffic starts the register type's coordinator.
-	if _, err := nodeclient.New(cl.Nodes()[0].HTTPAddr, nil).Entity(ctx, nodeclient.EntityRequest{Type: "register", ID: "e2e", Op: "read"}); err != nil {
+	if _, err := client.New(cl.Nodes()[0].HTTPAddr, nil).Entity(ctx, protocol.EntityRequest{Type: "register", ID: "e2e", Op: "read"}); err != nil {
 		t.Fatal(err)
 	}
 	httpAddr := func(n nemesis.Node) string { return n.Addr + ":" + fmt.Sprint(docker.HTTPPort) }
@@ -280,7 +281,7 @@ func TestNemesesDocker(t *testing.T) {
 		nodetest.Eventually(t, ctx, time.Minute, "an entity read", func(ctx context.Context) (bool, string) {
 			rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 			defer cancel()
-			if _, err := nodeclient.New(f.node("n2").HTTPAddr, nil).Entity(rctx, nodeclient.EntityRequest{Type: "register", ID: "e2e-2", Op: "read"}); err != nil {
+			if _, err := client.New(f.node("n2").HTTPAddr, nil).Entity(rctx, protocol.EntityRequest{Type: "register", ID: "e2e-2", Op: "read"}); err != nil {
 				return false, err.Error()
 			}
 			return true, ""
@@ -302,8 +303,8 @@ func TestNemesesDocker(t *testing.T) {
 
 	t.Run("clock", func(t *testing.T) {
 		f.t = t
-		clock := func(n string) nodeclient.Clock {
-			c, err := nodeclient.New(f.node(n).HTTPAddr, nil).GetClock(ctx)
+		clock := func(n string) protocol.ClockReply {
+			c, err := client.New(f.node(n).HTTPAddr, nil).GetClock(ctx)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -312,13 +313,13 @@ func TestNemesesDocker(t *testing.T) {
 		a, targets := f.inject("clock:bump", 7)
 		ct := targets.(nemesis.ClockTargets)
 		for _, n := range ct.Targets {
-			if got, want := clock(n).OffsetMs, ct.OffsetMs[n]; got < want-1000 || got > want+1000 {
+			if got, want := clock(n).OffsetMS, ct.OffsetMs[n]; got < want-1000 || got > want+1000 {
 				t.Errorf("%s: offset %v ms, want %v", n, got, want)
 			}
 		}
 		f.heal(a)
 		for _, n := range ct.Targets {
-			if c := clock(n); c.OffsetMs != 0 || c.Drift != 0 {
+			if c := clock(n); c.OffsetMS != 0 || c.Drift != 0 {
 				t.Errorf("%s after heal: %+v", n, c)
 			}
 		}
@@ -336,7 +337,7 @@ func TestNemesesDocker(t *testing.T) {
 		seen := map[bool]bool{}
 		deadline := time.Now().Add(20 * time.Duration(ct.PeriodMs) * time.Millisecond)
 		for time.Now().Before(deadline) && len(seen) < 2 {
-			seen[clock(n).OffsetMs != 0] = true
+			seen[clock(n).OffsetMS != 0] = true
 			time.Sleep(time.Duration(ct.PeriodMs) * time.Millisecond / 3)
 		}
 		if len(seen) < 2 {
@@ -345,7 +346,7 @@ func TestNemesesDocker(t *testing.T) {
 		f.heal(a)
 		time.Sleep(2 * time.Duration(ct.PeriodMs) * time.Millisecond)
 		for _, n := range ct.Targets {
-			if c := clock(n); c.OffsetMs != 0 || c.Drift != 0 {
+			if c := clock(n); c.OffsetMS != 0 || c.Drift != 0 {
 				t.Errorf("%s after the strobe's heal: %+v (the strobe must stop)", n, c)
 			}
 		}
@@ -359,7 +360,7 @@ func TestNemesesDocker(t *testing.T) {
 		touch := func() {
 			for i := range 60 {
 				rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-				nodeclient.New(f.node("n1").HTTPAddr, nil).Entity(rctx, nodeclient.EntityRequest{Type: "register", ID: fmt.Sprintf("join-%d", i), Op: "read"})
+				client.New(f.node("n1").HTTPAddr, nil).Entity(rctx, protocol.EntityRequest{Type: "register", ID: fmt.Sprintf("join-%d", i), Op: "read"})
 				cancel()
 			}
 		}
@@ -456,7 +457,7 @@ func TestNemesesDocker(t *testing.T) {
 		nodetest.Eventually(t, ctx, time.Minute, "an entity write after the journal restart", func(ctx context.Context) (bool, string) {
 			rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 			defer cancel()
-			_, err := nodeclient.New(f.node("n2").HTTPAddr, nil).Entity(rctx, nodeclient.EntityRequest{Type: "register", ID: "e2e", Op: "write", Payload: json.RawMessage(`{"value": 7}`)})
+			_, err := client.New(f.node("n2").HTTPAddr, nil).Entity(rctx, protocol.EntityRequest{Type: "register", ID: "e2e", Op: "write", Payload: json.RawMessage(`{"value": 7}`)})
 			if err != nil {
 				return false, err.Error()
 			}

@@ -20,10 +20,11 @@ import (
 	"time"
 
 	"github.com/shardtest/shardtest/checker"
-	"github.com/shardtest/shardtest/harness/history"
-	"github.com/shardtest/shardtest/harness/nodeclient"
 	"github.com/shardtest/shardtest/harness/report"
+	"github.com/shardtest/shardtest/history"
 	"github.com/shardtest/shardtest/nemesis"
+	"github.com/shardtest/shardtest/protocol"
+	"github.com/shardtest/shardtest/protocol/client"
 	"github.com/shardtest/shardtest/workloads"
 )
 
@@ -271,9 +272,9 @@ func (t *Test) Run(ctx context.Context, resultsRoot string) (Result, error) {
 		}
 	}
 	nodes := cl.Nodes()
-	clients := make([]*nodeclient.Client, len(nodes))
+	clients := make([]*client.Client, len(nodes))
 	for i, n := range nodes {
-		clients[i] = nodeclient.New(n.HTTPAddr, nil)
+		clients[i] = client.New(n.HTTPAddr, nil)
 	}
 	caps, err := checkCapability(ctx, clients[0], t.Workload)
 	if err != nil {
@@ -292,6 +293,12 @@ func (t *Test) Run(ctx context.Context, resultsRoot string) (Result, error) {
 		stopEvents = sync.OnceFunc(stop)
 		defer stopEvents()
 	}
+	stopSamples, err := t.recordStatus(ctx, filepath.Join(dir, "status.jsonl"), clusterNodes(cl), hw)
+	if err != nil {
+		return res, err
+	}
+	stopSamples = sync.OnceFunc(stopSamples)
+	defer stopSamples()
 
 	phase("main")
 	mctx, cancel := context.WithTimeout(ctx, o.TimeLimit)
@@ -303,7 +310,7 @@ func (t *Test) Run(ctx context.Context, resultsRoot string) (Result, error) {
 			nem.Run(mctx, time.Now(), o.plan(nemesis.Names(nem.Faults)))
 		}
 	}()
-	touched := t.drive(mctx, hw, nodes, clients)
+	touched := t.drive(mctx, hw, nodes, clients, caps)
 	<-nemDone // every fault healed
 	if nem != nil && ctx.Err() == nil {
 		phase("recovery")
@@ -314,6 +321,7 @@ func (t *Test) Run(ctx context.Context, resultsRoot string) (Result, error) {
 		t.final(ctx, hw, nodes, clients, touched)
 	}
 	stopEvents() // every event the nodes logged by now is in events.jsonl
+	stopSamples()
 	stopCluster()
 	if err := hw.Close(); err != nil {
 		return res, err
@@ -343,7 +351,7 @@ func (t *Test) Run(ctx context.Context, resultsRoot string) (Result, error) {
 
 // drive runs the workers for the time limit and returns the entities
 // touched.
-func (t *Test) drive(mctx context.Context, hw *history.Writer, nodes []Node, clients []*nodeclient.Client) []string {
+func (t *Test) drive(mctx context.Context, hw *history.Writer, nodes []Node, clients []*client.Client, caps protocol.Capabilities) []string {
 	o := t.Options
 	var (
 		mu      sync.Mutex
@@ -357,7 +365,8 @@ func (t *Test) drive(mctx context.Context, hw *history.Writer, nodes []Node, cli
 		defer tk.Stop()
 		tick = tk.C
 	}
-	wopts := workloads.Options{Entities: o.Entities, Skew: o.Skew, Concurrency: o.Concurrency, PerEntity: o.PerEntity}
+	wopts := workloads.Options{Entities: o.Entities, Skew: o.Skew, Concurrency: o.Concurrency, PerEntity: o.PerEntity,
+		Tell: caps.Has(protocol.CapTell)}
 	for w := range o.Concurrency {
 		wg.Add(1)
 		go func() {
@@ -435,7 +444,7 @@ func kindIndex(kind string) int {
 
 // perform records an invocation, performs it and records its completion;
 // it returns the completion's kind, or "" if ctx ended before it started.
-func (t *Test) perform(ctx context.Context, hw *history.Writer, process int, n Node, c *nodeclient.Client, op workloads.Op) string {
+func (t *Test) perform(ctx context.Context, hw *history.Writer, process int, n Node, c *client.Client, op workloads.Op) string {
 	if ctx.Err() != nil {
 		return ""
 	}
@@ -445,30 +454,30 @@ func (t *Test) perform(ctx context.Context, hw *history.Writer, process int, n N
 	octx, cancel := context.WithTimeout(context.WithoutCancel(ctx), t.Options.OpTimeout)
 	result, reply, err := t.Workload.Invoke(octx, c, op)
 	cancel()
+	var perr *protocol.Error
+	if errors.As(err, &perr) && perr.Status != 0 {
+		// The node answered with an error body: say so, and who it was.
+		reply.Status = perr.Status
+		if reply.Node == "" {
+			reply.Node, reply.Incarnation = perr.ServedBy.Node, perr.ServedBy.Incarnation
+		}
+	}
 	done := history.Op{Process: process, F: op.F, Entity: op.Entity, Node: n.Name, Reply: &reply}
-	switch nodeclient.OutcomeOf(err) {
-	case nodeclient.OK:
+	switch protocol.OutcomeOf(err) {
+	case protocol.OK:
 		done.Kind, done.Value = history.OK, result
-	case nodeclient.Fail:
-		done.Kind, done.Error = history.Fail, errText(err)
+	case protocol.Fail:
+		done.Kind, done.Error = history.Fail, protocol.ErrorText(err)
 	default:
-		done.Kind, done.Error = history.Info, errText(err)
+		done.Kind, done.Error = history.Info, protocol.ErrorText(err)
 	}
 	hw.Write(done)
 	return done.Kind
 }
 
-func errText(err error) string {
-	var e *nodeclient.Error
-	if errors.As(err, &e) && e.Code != "" {
-		return e.Code + ": " + e.Message
-	}
-	return err.Error()
-}
-
 // final reads back every entity touched, retrying each until it answers
 // (or the attempts run out), so lost writes show.
-func (t *Test) final(ctx context.Context, hw *history.Writer, nodes []Node, clients []*nodeclient.Client, touched []string) {
+func (t *Test) final(ctx context.Context, hw *history.Writer, nodes []Node, clients []*client.Client, touched []string) {
 	ops := t.Workload.Final(touched)
 	// Consecutive operations of one kind run concurrently, on processes of
 	// their own; a change of kind waits for the previous kind to finish
@@ -495,7 +504,7 @@ const (
 
 // finalWave performs ops (the first at index first of the final list) from
 // min(len(ops), concurrency) processes numbered after the workers'.
-func (t *Test) finalWave(ctx context.Context, hw *history.Writer, nodes []Node, clients []*nodeclient.Client, ops []workloads.Op, first int) {
+func (t *Test) finalWave(ctx context.Context, hw *history.Writer, nodes []Node, clients []*client.Client, ops []workloads.Op, first int) {
 	next := make(chan int)
 	var wg sync.WaitGroup
 	for k := range min(len(ops), max(t.Options.Concurrency, 1)) {
@@ -545,26 +554,28 @@ var ErrUnsupported = nemesis.ErrUnsupported
 
 // checkCapability refuses a workload the implementation cannot serve, as
 // it declares in GET /v1/capabilities, and returns what it declares.
-func checkCapability(ctx context.Context, c *nodeclient.Client, w workloads.Workload) (nodeclient.Capabilities, error) {
+func checkCapability(ctx context.Context, c *client.Client, w workloads.Workload) (protocol.Capabilities, error) {
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	caps, err := c.Capabilities(cctx)
 	if err != nil {
 		return caps, fmt.Errorf("reading the implementation's capabilities: %w", err)
 	}
-	for _, have := range caps.Capabilities {
-		if have == w.Capability() {
-			return caps, nil
-		}
+	if !caps.Has(protocol.CapMembership) {
+		return caps, fmt.Errorf("%w: %s does not declare the %q capability, which every implementation needs (it has %v)",
+			ErrUnsupported, caps.Implementation, protocol.CapMembership, caps.Capabilities)
 	}
-	return caps, fmt.Errorf("%w: workload %s needs the %q capability, which %s does not declare (it has %v)",
-		ErrUnsupported, w.Name(), w.Capability(), caps.Implementation, caps.Capabilities)
+	if missing := w.Needs().Missing(caps); len(missing) > 0 {
+		return caps, fmt.Errorf("%w: workload %s needs %s, which %s does not declare (capabilities %v, entity types %v, singletons %v)",
+			ErrUnsupported, w.Name(), strings.Join(missing, " and "), caps.Implementation, caps.Capabilities, caps.EntityTypes, caps.Singletons)
+	}
+	return caps, nil
 }
 
 // nemesis returns the test's fault runner (nil: no faults), refusing
 // faults the runtime or the implementation cannot take. Its events go into
 // the history as they take effect.
-func (t *Test) nemesis(cl Cluster, caps nodeclient.Capabilities, hw *history.Writer) (*nemesis.Runner, error) {
+func (t *Test) nemesis(cl Cluster, caps protocol.Capabilities, hw *history.Writer) (*nemesis.Runner, error) {
 	faults, err := nemesis.Parse(t.Options.faults())
 	if err != nil || len(faults) == 0 {
 		return nil, err
@@ -577,7 +588,7 @@ func (t *Test) nemesis(cl Cluster, caps nodeclient.Capabilities, hw *history.Wri
 		Env:    &nemesis.Env{Cluster: nc.Nemesis(), Capabilities: caps.Capabilities, Log: t.Log},
 		Faults: faults,
 		Record: func(ev nemesis.Event) {
-			v := nemesisValue{Action: ev.Action, Began: hw.Now() - int64(time.Since(ev.Began)), Targets: ev.Targets}
+			v := history.NemesisValue{Action: ev.Action, Began: hw.Now() - int64(time.Since(ev.Began)), Failed: ev.Failed, Targets: ev.Targets}
 			op := history.Op{Kind: history.Nemesis, Process: -1, F: ev.Fault}
 			if ev.Err != nil {
 				op.Error = ev.Err.Error()
@@ -587,7 +598,7 @@ func (t *Test) nemesis(cl Cluster, caps nodeclient.Capabilities, hw *history.Wri
 			}
 			b, err := json.Marshal(v)
 			if err != nil {
-				b, _ = json.Marshal(nemesisValue{Action: ev.Action, Began: v.Began})
+				b, _ = json.Marshal(history.NemesisValue{Action: ev.Action, Began: v.Began, Failed: v.Failed})
 			}
 			op.Value = b
 			hw.Write(op)
@@ -604,6 +615,22 @@ func (t *Test) nemesis(cl Cluster, caps nodeclient.Capabilities, hw *history.Wri
 	return r, nil
 }
 
+// clusterNodes returns the cluster's nodes now, those the nemesis added
+// included.
+func clusterNodes(cl Cluster) func() []Node {
+	nc, ok := cl.(interface{ Nemesis() nemesis.Cluster })
+	if !ok {
+		return cl.Nodes
+	}
+	return func() []Node {
+		var out []Node
+		for _, n := range nc.Nemesis().Nodes() {
+			out = append(out, Node{Name: n.Name, HTTPAddr: n.HTTPAddr})
+		}
+		return out
+	}
+}
+
 // recordEvents collects every node's events into events.jsonl until the
 // returned stop is called (after the final phase).
 func (t *Test) recordEvents(ctx context.Context, dir string, cl Cluster, hw *history.Writer) (stop func(), err error) {
@@ -611,17 +638,7 @@ func (t *Test) recordEvents(ctx context.Context, dir string, cl Cluster, hw *his
 	if err != nil {
 		return nil, err
 	}
-	nodes := cl.Nodes
-	if nc, ok := cl.(interface{ Nemesis() nemesis.Cluster }); ok {
-		// Nodes the nemesis adds are followed too.
-		nodes = func() []Node {
-			var out []Node
-			for _, n := range nc.Nemesis().Nodes() {
-				out = append(out, Node{Name: n.Name, HTTPAddr: n.HTTPAddr})
-			}
-			return out
-		}
-	}
+	nodes := clusterNodes(cl)
 	cctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
@@ -639,15 +656,6 @@ func (t *Test) recordEvents(ctx context.Context, dir string, cl Cluster, hw *his
 	}, nil
 }
 
-// nemesisValue is a nemesis entry's value in the history.
-type nemesisValue struct {
-	Action string `json:"action"`
-	// Began is when the action started, on the history's clock; the
-	// entry's time is when it took effect.
-	Began   int64 `json:"began"`
-	Targets any   `json:"targets,omitempty"`
-}
-
 // RecoverySettle is the least time between the last heal and the final
 // phase.
 const RecoverySettle = 15 * time.Second
@@ -659,7 +667,7 @@ const RecoverySettle = 15 * time.Second
 // The final read-back then measures what survived, not how long recovery
 // takes. A cluster that does not converge is logged; the final phase still
 // runs.
-func (t *Test) recover(ctx context.Context, nodes []Node, clients []*nodeclient.Client) {
+func (t *Test) recover(ctx context.Context, nodes []Node, clients []*client.Client) {
 	healed := time.Now()
 	deadline := healed.Add(2 * time.Minute)
 	var last string
@@ -685,7 +693,7 @@ func (t *Test) recover(ctx context.Context, nodes []Node, clients []*nodeclient.
 
 // converged returns "" if every node is ready and sees all nodes up and
 // reachable, or else why not.
-func converged(ctx context.Context, nodes []Node, clients []*nodeclient.Client) string {
+func converged(ctx context.Context, nodes []Node, clients []*client.Client) string {
 	for i, c := range clients {
 		sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		st, err := c.Status(sctx)

@@ -20,7 +20,7 @@ import (
 
 	"github.com/shardtest/shardtest/checker"
 	"github.com/shardtest/shardtest/harness/docker"
-	"github.com/shardtest/shardtest/harness/history"
+	"github.com/shardtest/shardtest/history"
 	"github.com/shardtest/shardtest/internal/testbin"
 	"github.com/shardtest/shardtest/workloads"
 )

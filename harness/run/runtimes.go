@@ -9,8 +9,9 @@ import (
 
 	"github.com/shardtest/shardtest/harness/docker"
 	"github.com/shardtest/shardtest/harness/local"
-	"github.com/shardtest/shardtest/harness/nodeclient"
 	"github.com/shardtest/shardtest/nemesis"
+	"github.com/shardtest/shardtest/protocol"
+	"github.com/shardtest/shardtest/protocol/client"
 )
 
 // Docker runs nodes as containers (the default runtime).
@@ -198,7 +199,7 @@ func (l localFaults) SetRules(ctx context.Context, node string, r nemesis.Rules)
 	}
 	for _, p := range l.c.NodeList() {
 		if p.Name == node {
-			_, err := nodeclient.New(p.HTTPAddr, nil).SetFilter(ctx, nodeclient.Filter{DropIn: r.DropIn, DropOut: r.DropOut})
+			_, err := client.New(p.HTTPAddr, nil).SetFilter(ctx, protocol.Filter{DropIn: r.DropIn, DropOut: r.DropOut})
 			return err
 		}
 	}

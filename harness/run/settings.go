@@ -6,6 +6,8 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/shardtest/shardtest/protocol"
 )
 
 // Node settings are the optional tuning settings of docs/protocol.md
@@ -21,16 +23,6 @@ import (
 // name, which also makes a valid environment variable name.
 var settingName = regexp.MustCompile(`^[a-z][a-z0-9]*(-[a-z0-9]+)*$`)
 
-// isStartSetting: the runtime itself gives every node this setting
-// (docs/protocol.md, "Starting a node"), so a scenario must not repeat it.
-func isStartSetting(name string) bool {
-	switch name {
-	case "name", "http", "http-advertise", "gossip-bind", "gossip-port", "seeds", "journal":
-		return true
-	}
-	return false
-}
-
 // validateSettings refuses names that would not make an environment
 // variable or that the runtime sets itself, and values that would not
 // survive an environment variable.
@@ -40,7 +32,7 @@ func validateSettings(s map[string]string) error {
 		switch {
 		case !settingName.MatchString(k):
 			return fmt.Errorf("node setting %q: want a lower-case name like stable-after", k)
-		case isStartSetting(k):
+		case protocol.IsStartSetting(k):
 			return fmt.Errorf("node setting %q: the runtime sets it for every node", k)
 		case v == "" || strings.ContainsAny(v, "\x00\n"):
 			return fmt.Errorf("node setting %s=%q: want a non-empty value on one line", k, v)
@@ -53,7 +45,7 @@ func validateSettings(s map[string]string) error {
 func SettingsEnv(s map[string]string) []string {
 	var out []string
 	for _, k := range slices.Sorted(maps.Keys(s)) {
-		out = append(out, "SHARDTEST_"+strings.ToUpper(strings.ReplaceAll(k, "-", "_"))+"="+s[k])
+		out = append(out, protocol.EnvName(k)+"="+s[k])
 	}
 	return out
 }

@@ -18,7 +18,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/shardtest/shardtest/harness/nodeclient"
+	"github.com/shardtest/shardtest/protocol"
+	"github.com/shardtest/shardtest/protocol/client"
 )
 
 // Singleton is the name of the singleton the check uses.
@@ -27,7 +28,7 @@ const Singleton = "id-generator"
 // Node is what the check needs of a cluster node.
 type Node struct {
 	Name   string
-	Client *nodeclient.Client
+	Client *client.Client
 	// Exited is closed when the node's process has exited (after leaving).
 	Exited <-chan struct{}
 }
@@ -110,8 +111,8 @@ func Run(ctx context.Context, nodes []Node, d time.Duration, log *slog.Logger) (
 						return
 					}
 					mu.Lock()
-					switch nodeclient.OutcomeOf(err) {
-					case nodeclient.OK:
+					switch protocol.OutcomeOf(err) {
+					case protocol.OK:
 						res.OK++
 						if left {
 							res.OKAfterLeave++
@@ -124,7 +125,7 @@ func Run(ctx context.Context, nodes []Node, d time.Duration, log *slog.Logger) (
 							problems = append(problems, fmt.Sprintf("%s got id %d after %d", client, r.ID, last))
 						}
 						last = r.ID
-					case nodeclient.Fail:
+					case protocol.Fail:
 						res.Fail++
 					default:
 						res.Unknown++
@@ -180,7 +181,7 @@ func Run(ctx context.Context, nodes []Node, d time.Duration, log *slog.Logger) (
 			if ambiguous {
 				// An earlier write's outcome is unknown: read to resolve it.
 				rctx, cancel := context.WithTimeout(cctx, 3*time.Second)
-				rep, err := n.Client.Entity(rctx, nodeclient.EntityRequest{Type: "register", ID: id, Op: "read"})
+				rep, err := n.Client.Entity(rctx, protocol.EntityRequest{Type: "register", ID: id, Op: "read"})
 				cancel()
 				if err != nil {
 					continue
@@ -199,14 +200,14 @@ func Run(ctx context.Context, nodes []Node, d time.Duration, log *slog.Logger) (
 				exp = fmt.Sprint(expect)
 			}
 			rctx, cancel := context.WithTimeout(cctx, 3*time.Second)
-			rep, err := n.Client.Entity(rctx, nodeclient.EntityRequest{
+			rep, err := n.Client.Entity(rctx, protocol.EntityRequest{
 				Type: "register", ID: id, Op: "cas",
 				Payload: json.RawMessage(fmt.Sprintf(`{"expect":%s,"value":%d}`, exp, i)),
 			})
 			cancel()
 			mu.Lock()
-			switch nodeclient.OutcomeOf(err) {
-			case nodeclient.OK:
+			switch protocol.OutcomeOf(err) {
+			case protocol.OK:
 				var r struct{ OK bool }
 				json.Unmarshal(rep.Result, &r)
 				if r.OK {
@@ -217,7 +218,7 @@ func Run(ctx context.Context, nodes []Node, d time.Duration, log *slog.Logger) (
 					entityProblem(k, got, "a compare-and-set")
 					allowed[k] = map[int64]bool{got: true}
 				}
-			case nodeclient.Unknown:
+			case protocol.Unknown:
 				allowed[k][i] = true
 			}
 			mu.Unlock()
@@ -275,7 +276,7 @@ func Run(ctx context.Context, nodes []Node, d time.Duration, log *slog.Logger) (
 	res.EntityWrites = writes
 	for k := range keys {
 		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		rep, err := rest[k%len(rest)].Client.Entity(rctx, nodeclient.EntityRequest{Type: "register", ID: fmt.Sprintf("k%d", k), Op: "read"})
+		rep, err := rest[k%len(rest)].Client.Entity(rctx, protocol.EntityRequest{Type: "register", ID: fmt.Sprintf("k%d", k), Op: "read"})
 		cancel()
 		if err != nil {
 			problems = append(problems, fmt.Sprintf("read k%d after the leave: %v", k, err))

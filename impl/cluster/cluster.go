@@ -18,6 +18,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/shardtest/shardtest/protocol"
+	"github.com/shardtest/shardtest/protocol/journal"
+	"github.com/shardtest/shardtest/protocol/kit"
 	"log/slog"
 	"net"
 	"slices"
@@ -30,9 +33,7 @@ import (
 	"github.com/hashicorp/memberlist"
 
 	"github.com/shardtest/shardtest/impl/clock"
-	"github.com/shardtest/shardtest/impl/events"
 	"github.com/shardtest/shardtest/impl/peer"
-	"github.com/shardtest/shardtest/impl/persistence"
 )
 
 // UpNumbersID is the journal persistence id up-numbers are allocated from:
@@ -53,7 +54,7 @@ type Config struct {
 	// Seeds are gossip addresses to join. The first seed bootstraps a new
 	// cluster if no other seed answers within SeedTimeout.
 	Seeds   []string
-	Journal persistence.Journal
+	Journal journal.Journal
 	Downing DowningConfig
 
 	HeartbeatInterval time.Duration // default 200ms
@@ -69,7 +70,7 @@ type Config struct {
 	MaxGone int // default 1000
 
 	Clock  clock.Clock
-	Events *events.Log
+	Events *kit.EventLog
 	Logger *slog.Logger
 	Filter *peer.Filter
 }
@@ -97,7 +98,7 @@ func (c *Config) setDefaults() {
 		c.Logger = slog.Default()
 	}
 	if c.Events == nil {
-		c.Events = events.NewLog(c.Clock, 0)
+		c.Events = kit.NewEventLog(c.Clock.Now, 0)
 	}
 	if c.Filter == nil {
 		c.Filter = &peer.Filter{}
@@ -321,7 +322,7 @@ func (c *Cluster) allocateUpNumber(ctx context.Context) (int64, error) {
 	reported := false
 	for {
 		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		seq, err := c.cfg.Journal.Append(actx, UpNumbersID, persistence.AnySeq, persistence.NoEpoch, [][]byte{payload})
+		seq, err := c.cfg.Journal.Append(actx, UpNumbersID, journal.AnySeq, journal.NoEpoch, [][]byte{payload})
 		cancel()
 		if err == nil {
 			return seq, nil
@@ -330,7 +331,7 @@ func (c *Cluster) allocateUpNumber(ctx context.Context) (int64, error) {
 			return 0, fmt.Errorf("cluster: allocate up-number: %w", ctx.Err())
 		}
 		if !reported {
-			c.cfg.Events.Append(events.Event{Type: events.JournalUnavailable, Detail: "allocating up-number: " + err.Error()})
+			c.cfg.Events.Append(protocol.Event{Type: protocol.EventJournalUnavailable, Detail: "allocating up-number: " + err.Error()})
 			reported = true
 		}
 		// An unknown outcome may have allocated a number that is then never
@@ -524,11 +525,11 @@ func (c *Cluster) tick(ctx context.Context) {
 			if ok {
 				delete(c.unreachAt, uid)
 				if seen {
-					c.cfg.Events.Append(events.Event{Type: events.MemberReachable, Member: uid})
+					c.cfg.Events.Append(protocol.Event{Type: protocol.EventMemberReachable, Member: uid})
 				}
 			} else {
 				c.unreachAt[uid] = now
-				c.cfg.Events.Append(events.Event{Type: events.MemberUnreachable, Member: uid})
+				c.cfg.Events.Append(protocol.Event{Type: protocol.EventMemberUnreachable, Member: uid})
 				c.log.Info("member unreachable", "peer", uid)
 			}
 			c.bumpLocked()
@@ -633,7 +634,7 @@ func (c *Cluster) resolveLocked(now time.Time) {
 
 // applyLocked marks members down.
 func (c *Cluster) applyLocked(d decision) {
-	c.cfg.Events.Append(events.Event{Type: events.DowningDecision, Detail: d.reason + "; down: " + strings.Join(d.down, ",")})
+	c.cfg.Events.Append(protocol.Event{Type: protocol.EventDowningDecision, Detail: d.reason + "; down: " + strings.Join(d.down, ",")})
 	c.log.Warn("split-brain resolver decided", "reason", d.reason, "down", d.down)
 	for _, uid := range d.down {
 		r := c.state[uid]
@@ -666,16 +667,16 @@ func (c *Cluster) noteStatusLocked(uid string, before Status) {
 	selfUID := c.self.UID()
 	switch r.Status {
 	case StatusLeaving:
-		c.cfg.Events.Append(events.Event{Type: events.MemberLeaving, Member: uid})
+		c.cfg.Events.Append(protocol.Event{Type: protocol.EventMemberLeaving, Member: uid})
 	case StatusRemoved:
-		c.cfg.Events.Append(events.Event{Type: events.MemberRemoved, Member: uid})
+		c.cfg.Events.Append(protocol.Event{Type: protocol.EventMemberRemoved, Member: uid})
 	case StatusDown:
 		if uid == selfUID {
-			c.cfg.Events.Append(events.Event{Type: events.SelfDowned, Member: uid, Detail: r.DownReason})
+			c.cfg.Events.Append(protocol.Event{Type: protocol.EventSelfDowned, Member: uid, Detail: r.DownReason})
 			c.log.Warn("this member was downed", "reason", r.DownReason)
 			c.downedOnce.Do(func() { close(c.downed) })
 		} else {
-			c.cfg.Events.Append(events.Event{Type: events.MemberDowned, Member: uid, Detail: r.DownReason})
+			c.cfg.Events.Append(protocol.Event{Type: protocol.EventMemberDowned, Member: uid, Detail: r.DownReason})
 		}
 	}
 	if r.Status.Final() {
@@ -699,7 +700,7 @@ func (c *Cluster) noteNewLocked(uid string) {
 		return
 	}
 	c.lastHeard[uid] = c.cfg.Clock.Now() // grace period before judging it
-	c.cfg.Events.Append(events.Event{Type: events.MemberUp, Member: uid, Detail: r.Member.String()})
+	c.cfg.Events.Append(protocol.Event{Type: protocol.EventMemberUp, Member: uid, Detail: r.Member.String()})
 	// A newer incarnation at the same address proves the older process is
 	// gone (it held the port): down the old one at once.
 	for id, o := range c.state {
@@ -710,7 +711,7 @@ func (c *Cluster) noteNewLocked(uid string) {
 		if r.Member.IsOlderThan(o.Member) {
 			older, newer = r, o
 		}
-		c.cfg.Events.Append(events.Event{Type: events.IncarnationReplaced, Member: older.Member.UID(), Detail: "by " + newer.Member.UID()})
+		c.cfg.Events.Append(protocol.Event{Type: protocol.EventIncarnationReplaced, Member: older.Member.UID(), Detail: "by " + newer.Member.UID()})
 		c.setStatusLocked(older, StatusDown, "replaced by new incarnation "+newer.Member.UID())
 	}
 }
@@ -894,7 +895,7 @@ func (c *Cluster) Down(uid string) error {
 		return nil
 	}
 	const reason = "downed by an operator"
-	c.cfg.Events.Append(events.Event{Type: events.DowningDecision, Detail: reason + "; down: " + uid})
+	c.cfg.Events.Append(protocol.Event{Type: protocol.EventDowningDecision, Detail: reason + "; down: " + uid})
 	c.log.Warn("member downed by an operator", "down", uid)
 	c.setStatusLocked(r, StatusDown, reason)
 	return nil
@@ -939,7 +940,7 @@ func (c *Cluster) FinishLeave(ctx context.Context) error {
 		}
 	}
 	c.leaveOnce.Do(func() {
-		c.cfg.Events.Append(events.Event{Type: events.LeaveCompleted})
+		c.cfg.Events.Append(protocol.Event{Type: protocol.EventLeaveCompleted})
 		close(c.leaveDone)
 	})
 	return nil

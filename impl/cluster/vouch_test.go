@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"encoding/json"
+	"github.com/shardtest/shardtest/protocol/kit"
 	"io"
 	"log/slog"
 	"testing"
@@ -10,7 +11,6 @@ import (
 	"github.com/hashicorp/memberlist"
 
 	"github.com/shardtest/shardtest/impl/clock"
-	"github.com/shardtest/shardtest/impl/events"
 )
 
 // TestOnlyMembersVouch: a node shares its membership state (with a joiner,
@@ -37,7 +37,7 @@ func TestOnlyMembersVouch(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := &Cluster{
-				cfg:     Config{Events: events.NewLog(clock.Real(), 100), Clock: clock.Real()},
+				cfg:     Config{Events: kit.NewEventLog(clock.Real().Now, 100), Clock: clock.Real()},
 				self:    Member{Name: "n1", Incarnation: "a", UpNumber: 1},
 				state:   gossip{},
 				changed: make(chan struct{}), downed: make(chan struct{}),

@@ -13,9 +13,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/shardtest/shardtest/protocol/journal"
 	"time"
 
-	"github.com/shardtest/shardtest/impl/persistence"
 	"github.com/shardtest/shardtest/impl/sharding"
 )
 
@@ -54,7 +54,7 @@ type Options struct {
 // journaled is the persistence both entity types share: a fenced writer
 // on one persistence id.
 type journaled struct {
-	j     persistence.Journal
+	j     journal.Journal
 	pid   string
 	epoch uint64
 	seq   int64
@@ -124,16 +124,16 @@ func (p *journaled) persist(ctx context.Context, event any) error {
 		return fmt.Errorf("%w: %v", ErrBadRequest, err)
 	}
 	last, err := p.j.Append(ctx, p.pid, p.seq, p.epoch, [][]byte{data})
-	if err != nil && !persistence.IsDefinite(err) {
+	if err != nil && !journal.IsDefinite(err) {
 		last, err = p.settle(ctx, data, err)
 	}
 	switch {
 	case err == nil:
 		p.seq = last
 		return nil
-	case errors.Is(err, persistence.ErrFenced), errors.Is(err, persistence.ErrSeqConflict):
+	case errors.Is(err, journal.ErrFenced), errors.Is(err, journal.ErrSeqConflict):
 		return ErrStale
-	case persistence.IsDefinite(err):
+	case journal.IsDefinite(err):
 		return fmt.Errorf("%w: %v", ErrBadRequest, err)
 	default:
 		p.resync = true
@@ -175,7 +175,7 @@ func (p *journaled) settle(ctx context.Context, data []byte, first error) (int64
 		switch {
 		case err == nil:
 			return last, nil
-		case errors.Is(err, persistence.ErrFenced), errors.Is(err, persistence.ErrSeqConflict):
+		case errors.Is(err, journal.ErrFenced), errors.Is(err, journal.ErrSeqConflict):
 			// The slot after p.seq is taken, or a newer incarnation
 			// fenced the id (so nothing of ours can land any more):
 			// either way the event there, if any, is final.
@@ -188,7 +188,7 @@ func (p *journaled) settle(ctx context.Context, data []byte, first error) (int64
 				return evs[0].Seq, nil // the first attempt was stored
 			}
 			return 0, err
-		case persistence.IsDefinite(err):
+		case journal.IsDefinite(err):
 			return 0, err
 		}
 	}

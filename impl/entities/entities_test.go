@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/shardtest/shardtest/protocol/journal"
 	"path/filepath"
 	"strconv"
 	"sync"
@@ -25,7 +26,7 @@ func store(t *testing.T) *persistence.Store {
 	return s
 }
 
-func start(t *testing.T, f sharding.EntityFactory, j persistence.Journal, id string) sharding.Entity {
+func start(t *testing.T, f sharding.EntityFactory, j journal.Journal, id string) sharding.Entity {
 	t.Helper()
 	e, err := f(context.Background(), sharding.EntityContext{EntityID: id, Journal: j})
 	if err != nil {
@@ -151,14 +152,14 @@ func TestSkipReplayBugServesStaleState(t *testing.T) {
 // flaky fails appends with an unknown outcome while down, having written
 // them anyway (the worst case: the write happened, the answer was lost).
 type flaky struct {
-	persistence.Journal
+	journal.Journal
 	down atomic.Bool
 }
 
 func (f *flaky) Append(ctx context.Context, pid string, exp int64, epoch uint64, data [][]byte) (int64, error) {
 	last, err := f.Journal.Append(ctx, pid, exp, epoch, data)
 	if f.down.Load() {
-		return 0, persistence.ErrUnavailable
+		return 0, journal.ErrUnavailable
 	}
 	return last, err
 }
@@ -185,7 +186,7 @@ func TestUnknownOutcomeResyncs(t *testing.T) {
 // stored or not (stored), then meanwhile() runs (another incarnation may
 // act), and the caller hears "unavailable".
 type lossy struct {
-	persistence.Journal
+	journal.Journal
 	mu        sync.Mutex
 	lose      int
 	stored    bool
@@ -218,7 +219,7 @@ func (l *lossy) Append(ctx context.Context, pid string, exp int64, epoch uint64,
 	if l.meanwhile != nil {
 		l.meanwhile()
 	}
-	return 0, fmt.Errorf("%w: answer lost", persistence.ErrUnavailable)
+	return 0, fmt.Errorf("%w: answer lost", journal.ErrUnavailable)
 }
 
 // TestUnknownAppendIsSettled: a write whose journal answer is lost is
@@ -278,7 +279,7 @@ func TestUnknownAppendIsSettled(t *testing.T) {
 			}
 			// Requests lost on the way arrive late: never stored twice.
 			for _, late := range j.lost {
-				if err := late(); !persistence.IsDefinite(err) {
+				if err := late(); !journal.IsDefinite(err) {
 					t.Fatalf("late delivery of a lost append: %v, want refused", err)
 				}
 			}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/shardtest/shardtest/protocol"
+	"github.com/shardtest/shardtest/protocol/journal"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -11,8 +13,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/shardtest/shardtest/impl/persistence"
 )
 
 func TestBadInputOnEveryEndpoint(t *testing.T) {
@@ -87,7 +87,7 @@ func TestBadInputOnEveryEndpoint(t *testing.T) {
 			if e.Error == "" || e.Outcome != "fail" || (tt.code != "" && e.Code != tt.code) {
 				t.Fatalf("error reply %+v, want code %q outcome fail", e, tt.code)
 			}
-			if res.Header.Get(NodeHeader) != "n1" {
+			if res.Header.Get(protocol.NodeHeader) != "n1" {
 				t.Fatalf("reply does not name its node: %v", res.Header)
 			}
 		})
@@ -126,7 +126,7 @@ func TestAdminEndpoints(t *testing.T) {
 		}
 		return res.StatusCode
 	}
-	var cr ClockReply
+	var cr protocol.ClockReply
 	if s := post("/v1/admin/clock", `{"offset_ms": 60000, "drift": 0.01}`, &cr); s != 200 {
 		t.Fatalf("set clock: %d", s)
 	}
@@ -140,14 +140,14 @@ func TestAdminEndpoints(t *testing.T) {
 	if s := post("/v1/admin/clock", `{}`, &cr); s != 200 || cr.OffsetMS != 0 || cr.Drift != 0 {
 		t.Fatalf("reset clock: %d %+v", s, cr)
 	}
-	var fr FilterReply
+	var fr protocol.FilterReply
 	if s := post("/v1/admin/filter", `{"drop_in":["127.0.0.1:9"],"drop_out":["127.0.0.1:10"]}`, &fr); s != 200 {
 		t.Fatalf("set filter: %d", s)
 	}
 	if len(fr.DropIn) != 1 || len(fr.DropOut) != 1 {
 		t.Fatalf("filter reply %+v", fr)
 	}
-	var er EventsReply
+	var er protocol.EventsReply
 	res, err := http.Get(base + "/v1/events?after=0&limit=10000")
 	if err != nil {
 		t.Fatal(err)
@@ -166,14 +166,14 @@ func TestAdminEndpoints(t *testing.T) {
 			t.Errorf("no %s event in %v", want, types)
 		}
 	}
-	var caps CapabilitiesReply
+	var caps protocol.Capabilities
 	res, err = http.Get(base + "/v1/capabilities")
 	if err != nil {
 		t.Fatal(err)
 	}
 	json.NewDecoder(res.Body).Decode(&caps)
 	res.Body.Close()
-	if caps.Protocol != ProtocolVersion || len(caps.Capabilities) == 0 || caps.ServedBy.Node != "n1" {
+	if caps.Protocol != protocol.Version || len(caps.Capabilities) == 0 || caps.ServedBy.Node != "n1" {
 		t.Fatalf("capabilities %+v", caps)
 	}
 }
@@ -199,7 +199,7 @@ func FuzzNodeRequest(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	h := n.handler()
+	h := n.proto.Handler()
 	f.Fuzz(func(t *testing.T, method, path string, body []byte) {
 		req := httptest.NewRequest(http.MethodGet, "/", strings.NewReader(string(body)))
 		req.Method = method
@@ -226,16 +226,16 @@ func FuzzNodeRequest(f *testing.F) {
 type unreachableJournal struct{}
 
 func (unreachableJournal) Append(_ context.Context, _ string, _ int64, _ uint64, _ [][]byte) (int64, error) {
-	return 0, persistence.ErrUnavailable
+	return 0, journal.ErrUnavailable
 }
-func (unreachableJournal) Replay(context.Context, string, int64, int) ([]persistence.Event, error) {
-	return nil, persistence.ErrUnavailable
+func (unreachableJournal) Replay(context.Context, string, int64, int) ([]journal.Event, error) {
+	return nil, journal.ErrUnavailable
 }
 func (unreachableJournal) Fence(context.Context, string) (uint64, int64, error) {
-	return 0, 0, persistence.ErrUnavailable
+	return 0, 0, journal.ErrUnavailable
 }
 func (unreachableJournal) Highest(context.Context, string) (int64, error) {
-	return 0, persistence.ErrUnavailable
+	return 0, journal.ErrUnavailable
 }
 
 // A node started without some capabilities neither declares nor serves
@@ -247,7 +247,7 @@ func TestWithoutCapabilities(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var caps CapabilitiesReply
+	var caps protocol.Capabilities
 	err = json.NewDecoder(resp.Body).Decode(&caps)
 	resp.Body.Close()
 	if err != nil {

@@ -6,6 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/shardtest/shardtest/protocol"
+	"github.com/shardtest/shardtest/protocol/journal"
+	"github.com/shardtest/shardtest/protocol/kit"
 	"io"
 	"log/slog"
 	"net"
@@ -14,13 +17,13 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/shardtest/shardtest/impl/cluster"
-	"github.com/shardtest/shardtest/impl/events"
 	"github.com/shardtest/shardtest/impl/peer"
 	"github.com/shardtest/shardtest/impl/persistence"
 )
@@ -29,7 +32,7 @@ import (
 // 127.0.0.1 ports, a real bbolt journal, the real HTTP protocol.
 type testCluster struct {
 	t       testing.TB
-	journal persistence.Journal
+	journal journal.Journal
 	nodes   []*testNode
 	seeds   []string
 	mods    []func(*Config)
@@ -267,17 +270,17 @@ type idClient struct {
 
 func newIDClient() *idClient { return &idClient{ids: map[int64]string{}} }
 
-func (c *idClient) nextID(addr string) (NextIDReply, error) {
+func (c *idClient) nextID(addr string) (protocol.NextID, error) {
 	res, err := http.Post("http://"+addr+"/v1/singleton/next-id", "application/json", strings.NewReader("{}"))
 	if err != nil {
-		return NextIDReply{}, err
+		return protocol.NextID{}, err
 	}
 	defer res.Body.Close()
 	body, _ := io.ReadAll(res.Body)
 	if res.StatusCode != http.StatusOK {
-		return NextIDReply{}, fmt.Errorf("%d: %s", res.StatusCode, body)
+		return protocol.NextID{}, fmt.Errorf("%d: %s", res.StatusCode, body)
 	}
-	var r NextIDReply
+	var r protocol.NextID
 	if err := json.Unmarshal(body, &r); err != nil {
 		return r, err
 	}
@@ -329,16 +332,16 @@ type interval struct {
 
 // singletonIntervals reads every node's event log. The nodes share this
 // process's (unskewed) clock, so their event times are comparable here.
-func (tc *testCluster) singletonIntervals(logs map[string]*events.Log) []interval {
+func (tc *testCluster) singletonIntervals(logs map[string]*kit.EventLog) []interval {
 	var out []interval
 	for name, l := range logs {
 		evs, _ := l.Since(0, 0)
 		var open *interval
 		for _, e := range evs {
 			switch e.Type {
-			case events.SingletonStarted:
+			case protocol.EventSingletonStarted:
 				open = &interval{node: name + "@" + e.Incarnation, start: e.Time}
-			case events.SingletonStopped:
+			case protocol.EventSingletonStopped:
 				if open != nil {
 					open.end = e.Time
 					out = append(out, *open)
@@ -364,8 +367,8 @@ func assertNoOverlap(t testing.TB, ivs []interval) {
 	}
 }
 
-func (tc *testCluster) logs() map[string]*events.Log {
-	m := map[string]*events.Log{}
+func (tc *testCluster) logs() map[string]*kit.EventLog {
+	m := map[string]*kit.EventLog{}
 	for _, tn := range tc.nodes {
 		m[tn.name] = tn.n.Events()
 	}
@@ -445,7 +448,7 @@ func TestHandOverOnGracefulLeave(t *testing.T) {
 	}
 	// The hand-over protocol ran: the new oldest asked, the old one answered.
 	for _, want := range []struct{ node, typ string }{
-		{next, events.HandOverToMe}, {next, events.HandOverDone}, {"n1", events.HandOverToMe},
+		{next, protocol.EventHandOverToMe}, {next, protocol.EventHandOverDone}, {"n1", protocol.EventHandOverToMe},
 	} {
 		if !hasEvent(tc, want.node, want.typ) {
 			t.Errorf("no %s event on %s", want.typ, want.node)
@@ -511,7 +514,7 @@ func TestTakeOverAfterOldestCrashes(t *testing.T) {
 	wg.Wait()
 	c.check(t)
 	// n1 was downed by the resolver before n2 took over.
-	if !hasEvent(tc, next, events.MemberDowned) {
+	if !hasEvent(tc, next, protocol.EventMemberDowned) {
 		t.Fatalf("%s never saw n1 downed", next)
 	}
 	assertNoOverlap(t, tc.singletonIntervals(tc.logs()))
@@ -555,7 +558,7 @@ func TestPartitionKeepMajority(t *testing.T) {
 	// The minority downs itself and stops its singleton; the majority runs
 	// exactly one, on n2.
 	eventually(t, 20*time.Second, func() error {
-		if !hasEvent(tc, "n1", events.SelfDowned) {
+		if !hasEvent(tc, "n1", protocol.EventSelfDowned) {
 			return errors.New("n1 has not downed itself")
 		}
 		if r := tc.runningSingletons(); len(r) != 1 || r[0] != next.name {
@@ -570,8 +573,8 @@ func TestPartitionKeepMajority(t *testing.T) {
 	if tc.byUID(oldest) != next {
 		t.Fatalf("oldest after heal is %s, want %s", oldest, next.name)
 	}
-	if n1.n.Status().Incarnations != 2 {
-		t.Fatalf("n1 has had %d incarnations, want 2", n1.n.Status().Incarnations)
+	if n1.n.Incarnations() != 2 {
+		t.Fatalf("n1 has had %d incarnations, want 2", n1.n.Incarnations())
 	}
 	time.Sleep(time.Second)
 	if r := tc.runningSingletons(); len(r) != 1 || r[0] != next.name {
@@ -594,7 +597,7 @@ func TestDownedFirstSeedDoesNotFormAnIsland(t *testing.T) {
 	next := tc.successor()
 	tc.partition([]*testNode{n1}, []*testNode{n2, n3})
 	eventually(t, 20*time.Second, func() error {
-		if n1.n.Status().Incarnations < 2 {
+		if n1.n.Incarnations() < 2 {
 			return errors.New("n1 has not restarted as a new incarnation yet")
 		}
 		return nil
@@ -665,7 +668,7 @@ func TestIndirectlyConnectedAreDowned(t *testing.T) {
 	ids.check(t)
 	assertNoOverlap(t, tc.singletonIntervals(tc.logs()))
 	for _, tn := range []*testNode{b, c} {
-		if !hasEvent(tc, tn.name, events.SelfDowned) {
+		if !hasEvent(tc, tn.name, protocol.EventSelfDowned) {
 			t.Errorf("%s has no self-downed event", tn.name)
 		}
 		if st := tn.n.Status(); st.Singletons[0].Running {
@@ -749,7 +752,7 @@ func TestAutoDownBugSplitsTheBrain(t *testing.T) {
 		}
 		return nil
 	})
-	if hasEvent(tc, "n1", events.SelfDowned) {
+	if hasEvent(tc, "n1", protocol.EventSelfDowned) {
 		t.Fatal("with auto-down nobody downs itself")
 	}
 }
@@ -812,7 +815,7 @@ func TestOperatorDownsCrashedOldestHalf(t *testing.T) {
 		if st := tn.n.Status(); st.Self.Status != string(cluster.StatusUp) {
 			t.Errorf("survivor %s is %s", tn.name, st.Self.Status)
 		}
-		if !hasEvent(tc, tn.name, events.MemberDowned) {
+		if !hasEvent(tc, tn.name, protocol.EventMemberDowned) {
 			t.Errorf("%s never saw the crashed members downed", tn.name)
 		}
 	}
@@ -835,7 +838,7 @@ func TestDownedSideDoesNotFormAnIsland(t *testing.T) {
 	tc.partition(kept, downed)
 	eventually(t, 20*time.Second, func() error {
 		for _, tn := range downed {
-			if tn.n.Status().Incarnations < 2 {
+			if tn.n.Incarnations() < 2 {
 				return fmt.Errorf("%s has not restarted as a new incarnation yet", tn.name)
 			}
 		}
@@ -855,7 +858,7 @@ func TestDownedSideDoesNotFormAnIsland(t *testing.T) {
 			// the kept side is in its view, unreachable, so its resolver
 			// downs it again. An island is a view without them.
 			for _, uid := range keptUIDs {
-				if !slices.ContainsFunc(st.Members, func(m MemberInfo) bool { return m.UID == uid }) {
+				if !slices.ContainsFunc(st.Members, func(m protocol.Member) bool { return m.UID == uid }) {
 					t.Fatalf("%s, downed and cut off, is %s and ready with members %v, without %s: an island (singletons on %v)",
 						tn.name, st.Self.Status, st.Members, uid, tc.runningSingletons())
 				}
@@ -868,4 +871,14 @@ func TestDownedSideDoesNotFormAnIsland(t *testing.T) {
 	tc.heal()
 	tc.agreedOldest(tc.nodes, 4)
 	assertNoOverlap(t, tc.singletonIntervals(tc.logs()))
+}
+
+// splitHostPort splits host:port with a numeric port.
+func splitHostPort(a string) (string, int, error) {
+	h, p, err := net.SplitHostPort(a)
+	if err != nil {
+		return "", 0, err
+	}
+	port, err := strconv.Atoi(p)
+	return h, port, err
 }

@@ -7,34 +7,30 @@ import (
 
 	"github.com/shardtest/shardtest/impl/cluster"
 	"github.com/shardtest/shardtest/impl/singleton"
+	"github.com/shardtest/shardtest/protocol"
 )
 
-// Host names the singleton instance that served a request: the member it
-// ran on and which start of the singleton on that member it was. Checkers
-// use it to tell instances apart.
-type Host struct {
-	Node        string `json:"node"`
-	Incarnation string `json:"incarnation"`
-	// Instance counts singleton starts on this member, from 1.
-	Instance int64 `json:"instance"`
-}
-
-// decorate wraps a factory so every reply says which instance served it.
-func decorate(f singleton.Factory, self cluster.Member) singleton.Factory {
+// decorate wraps a factory so every reply says which instance served it
+// (protocol.SingletonInstance: the member it runs on and which start of
+// the singleton there it is; checkers use it to tell instances apart), and
+// so that host knows the instance running now (the status names it).
+func decorate(f singleton.Factory, self cluster.Member, host *hostTracker) singleton.Factory {
 	var starts atomic.Int64
 	return func(ctx context.Context) (singleton.Instance, error) {
 		inst, err := f(ctx)
 		if err != nil {
 			return nil, err
 		}
-		h := Host{Node: self.Name, Incarnation: self.Incarnation, Instance: starts.Add(1)}
-		return &hostedInstance{Instance: inst, host: h}, nil
+		h := protocol.SingletonInstance{Node: self.Name, Incarnation: self.Incarnation, Instance: starts.Add(1)}
+		host.cur.Store(&h)
+		return &hostedInstance{Instance: inst, host: h, tracker: host}, nil
 	}
 }
 
 type hostedInstance struct {
 	singleton.Instance
-	host Host
+	host    protocol.SingletonInstance
+	tracker *hostTracker
 }
 
 func (h *hostedInstance) Handle(ctx context.Context, req singleton.Request) (json.RawMessage, error) {
@@ -52,4 +48,11 @@ func (h *hostedInstance) Handle(ctx context.Context, req singleton.Request) (jso
 	}
 	fields["singleton"] = hb
 	return json.Marshal(fields)
+}
+
+// Stop stops the instance; from then on the status names no instance
+// (the manager reports it not running once Stop has returned).
+func (h *hostedInstance) Stop(ctx context.Context) error {
+	h.tracker.cur.CompareAndSwap(&h.host, nil)
+	return h.Instance.Stop(ctx)
 }

@@ -9,6 +9,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/shardtest/shardtest/protocol"
+	"github.com/shardtest/shardtest/protocol/journal"
+	"github.com/shardtest/shardtest/protocol/kit"
 	"log/slog"
 	"net"
 	"net/http"
@@ -19,9 +22,7 @@ import (
 
 	"github.com/shardtest/shardtest/impl/clock"
 	"github.com/shardtest/shardtest/impl/cluster"
-	"github.com/shardtest/shardtest/impl/events"
 	"github.com/shardtest/shardtest/impl/peer"
-	"github.com/shardtest/shardtest/impl/persistence"
 	"github.com/shardtest/shardtest/impl/sharding"
 	"github.com/shardtest/shardtest/impl/singleton"
 )
@@ -78,7 +79,7 @@ type Config struct {
 	GossipAdvertise string
 	Seeds           []string
 	// Journal is the journal to use; if nil, JournalURL is dialled.
-	Journal    persistence.Journal
+	Journal    journal.Journal
 	JournalURL string
 
 	Downing           cluster.DowningConfig
@@ -199,12 +200,13 @@ func (c *Config) validate() error {
 type Node struct {
 	cfg     Config
 	log     *slog.Logger
-	events  *events.Log
+	events  *kit.EventLog
 	filter  *peer.Filter
-	journal persistence.Journal
+	journal journal.Journal
 	ln      net.Listener
 	addr    string
 	srv     *http.Server
+	proto   *kit.Node
 
 	mu           sync.Mutex
 	cur          *incarnation
@@ -226,7 +228,7 @@ func New(cfg Config) (*Node, error) {
 	n := &Node{
 		cfg:    cfg,
 		log:    cfg.Logger.With("node", cfg.Name),
-		events: events.NewLog(cfg.Clock, 0),
+		events: kit.NewEventLog(cfg.Clock.Now, 0),
 		filter: &peer.Filter{},
 		ln:     ln,
 		addr:   ln.Addr().String(),
@@ -236,9 +238,10 @@ func New(cfg Config) (*Node, error) {
 	}
 	n.journal = cfg.Journal
 	if n.journal == nil {
-		n.journal = persistence.NewClient(cfg.JournalURL, persistence.ClientOptions{})
+		n.journal = journal.NewClient(cfg.JournalURL, journal.ClientOptions{})
 	}
-	n.srv = &http.Server{Handler: n.handler(), ReadHeaderTimeout: 10 * time.Second}
+	n.proto = n.protocolNode()
+	n.srv = &http.Server{Handler: n.proto.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	return n, nil
 }
 
@@ -246,7 +249,7 @@ func New(cfg Config) (*Node, error) {
 func (n *Node) Addr() string { return n.addr }
 
 // Events is the node's event log.
-func (n *Node) Events() *events.Log { return n.events }
+func (n *Node) Events() *kit.EventLog { return n.events }
 
 // Run serves the node protocol and runs member incarnations until ctx ends,
 // the member has left gracefully (nil), or it was downed with OnDownedExit
@@ -259,8 +262,8 @@ func (n *Node) Run(ctx context.Context) error {
 		defer cancel()
 		n.srv.Shutdown(sctx)
 	}()
-	n.events.Append(events.Event{Type: events.NodeStarted, Detail: "http " + n.addr})
-	defer n.events.Append(events.Event{Type: events.NodeStopped})
+	n.events.Append(protocol.Event{Type: protocol.EventNodeStarted, Detail: "http " + n.addr})
+	defer n.events.Append(protocol.Event{Type: protocol.EventNodeStopped})
 
 	for {
 		inc, err := n.newIncarnation()
@@ -317,6 +320,7 @@ type incarnation struct {
 	proxy   *singleton.Proxy
 	types   []*entityType
 	tells   *tells
+	host    *hostTracker   // the id generator instance running here
 	mux     *http.ServeMux // internal node-to-node routes
 }
 
@@ -360,7 +364,7 @@ func (n *Node) newIncarnation() (*incarnation, error) {
 	if err != nil {
 		return nil, err
 	}
-	inc := &incarnation{node: n, cluster: cl, mux: http.NewServeMux()}
+	inc := &incarnation{node: n, cluster: cl, mux: http.NewServeMux(), host: &hostTracker{}}
 	n.events.SetIncarnation(cl.Self().Incarnation)
 	n.mu.Lock()
 	n.cur = inc
@@ -378,7 +382,7 @@ func (inc *incarnation) setupSingleton() error {
 	self := inc.cluster.Self()
 	inc.peers = peer.NewClient(self.GossipAddr, n.filter)
 	factory := decorate(singleton.IDGeneratorWith(n.journal, "singleton/"+IDGeneratorName,
-		singleton.IDGeneratorOptions{NoFencing: slices.Contains(cfg.Bugs, BugSingletonNoFencing)}), self)
+		singleton.IDGeneratorOptions{NoFencing: slices.Contains(cfg.Bugs, BugSingletonNoFencing)}), self, inc.host)
 	mgr, err := singleton.NewManager(singleton.Config{
 		Name:               IDGeneratorName,
 		Role:               cfg.SingletonRole,
@@ -489,7 +493,7 @@ func (inc *incarnation) run(ctx context.Context) (runOutcome, error) {
 // included, hand over.
 func (inc *incarnation) leave(ctx context.Context) {
 	n := inc.node
-	n.events.Append(events.Event{Type: events.LeaveStarted})
+	n.events.Append(protocol.Event{Type: protocol.EventLeaveStarted})
 	lctx, cancel := context.WithTimeout(ctx, n.cfg.LeaveTimeout)
 	defer cancel()
 	n.mu.Lock()

@@ -2,10 +2,8 @@ package node
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
-	"time"
 
 	"github.com/shardtest/shardtest/impl/entities"
 	"github.com/shardtest/shardtest/impl/sharding"
@@ -162,28 +160,4 @@ func (inc *incarnation) runSharding(ctx context.Context) <-chan struct{} {
 		close(done)
 	}()
 	return done
-}
-
-// shardingStatus reports every entity type's region and, where the
-// coordinator runs here, its allocation table.
-func (n *Node) shardingStatus(inc *incarnation) []ShardingInfo {
-	n.mu.Lock()
-	types := inc.types
-	n.mu.Unlock()
-	out := []ShardingInfo{}
-	for _, t := range types {
-		si := ShardingInfo{Type: t.name, Region: t.region.Status()}
-		if t.coord.Status().Running {
-			si.CoordinatorRunning = true
-			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			raw, err := t.coord.Handle(ctx, singleton.Request{Op: "state"})
-			cancel()
-			var cs sharding.CoordinatorState
-			if err == nil && json.Unmarshal(raw, &cs) == nil {
-				si.Allocations = &cs
-			}
-		}
-		out = append(out, si)
-	}
-	return out
 }

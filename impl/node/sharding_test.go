@@ -4,39 +4,38 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"github.com/shardtest/shardtest/protocol"
 	"io"
 	"net/http"
 	"sort"
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/shardtest/shardtest/impl/events"
 )
 
 // entityCall sends one entity operation to a node over HTTP.
-func entityCall(addr string, req EntityRequest) (EntityReply, int, error) {
+func entityCall(addr string, req protocol.EntityRequest) (protocol.EntityReply, int, error) {
 	body, _ := json.Marshal(req)
 	res, err := http.Post("http://"+addr+"/v1/entity", "application/json", bytes.NewReader(body))
 	if err != nil {
-		return EntityReply{}, 0, err
+		return protocol.EntityReply{}, 0, err
 	}
 	defer res.Body.Close()
 	data, _ := io.ReadAll(res.Body)
 	if res.StatusCode != http.StatusOK {
-		return EntityReply{}, res.StatusCode, fmt.Errorf("%d: %s", res.StatusCode, data)
+		return protocol.EntityReply{}, res.StatusCode, fmt.Errorf("%d: %s", res.StatusCode, data)
 	}
-	var r EntityReply
+	var r protocol.EntityReply
 	return r, res.StatusCode, json.Unmarshal(data, &r)
 }
 
-func write(addr, id string, v int) (EntityReply, error) {
-	r, _, err := entityCall(addr, EntityRequest{Type: "register", ID: id, Op: "write", Payload: json.RawMessage(fmt.Sprintf(`{"value":%d}`, v))})
+func write(addr, id string, v int) (protocol.EntityReply, error) {
+	r, _, err := entityCall(addr, protocol.EntityRequest{Type: "register", ID: id, Op: "write", Payload: json.RawMessage(fmt.Sprintf(`{"value":%d}`, v))})
 	return r, err
 }
 
-func read(addr, id string) (int, EntityReply, error) {
-	r, _, err := entityCall(addr, EntityRequest{Type: "register", ID: id, Op: "read"})
+func read(addr, id string) (int, protocol.EntityReply, error) {
+	r, _, err := entityCall(addr, protocol.EntityRequest{Type: "register", ID: id, Op: "read"})
 	if err != nil {
 		return 0, r, err
 	}
@@ -124,9 +123,9 @@ func (tc *testCluster) entityLifetimes(typ string) map[string][]lifetime {
 				continue
 			}
 			switch e.Type {
-			case events.EntityStarted:
+			case protocol.EventEntityStarted:
 				open[e.EntityIncarnation] = &lifetime{node: tn.name, inc: e.EntityIncarnation, start: e.Time}
-			case events.EntityStopped:
+			case protocol.EventEntityStopped:
 				if l := open[e.EntityIncarnation]; l != nil {
 					l.end = e.Time
 					out[e.Entity] = append(out[e.Entity], *l)
@@ -304,7 +303,7 @@ func TestEntityBadRequests(t *testing.T) {
 			}
 			data, _ := io.ReadAll(res.Body)
 			res.Body.Close()
-			var e ErrorReply
+			var e protocol.ErrorBody
 			if res.StatusCode != http.StatusBadRequest || json.Unmarshal(data, &e) != nil || e.Outcome != "fail" || e.Code != "bad-request" {
 				t.Errorf("%s via %s: %d %s, want 400 bad-request outcome fail", tt.name, tn.name, res.StatusCode, data)
 			}
@@ -339,7 +338,7 @@ func TestHostingNodeCrash(t *testing.T) {
 	evs, _ := oldest.n.Events().Since(0, 0)
 	var downedAt time.Time
 	for _, e := range evs {
-		if e.Type == events.MemberDowned && e.Member == victimUID {
+		if e.Type == protocol.EventMemberDowned && e.Member == victimUID {
 			downedAt = e.Time
 		}
 	}
@@ -380,7 +379,7 @@ func TestSkipReplayBugLosesState(t *testing.T) {
 	stale := 0
 	for id := range moved {
 		eventually(t, 30*time.Second, func() error {
-			r, _, err := entityCall(oldest.n.Addr(), EntityRequest{Type: "register", ID: id, Op: "read"})
+			r, _, err := entityCall(oldest.n.Addr(), protocol.EntityRequest{Type: "register", ID: id, Op: "read"})
 			if err != nil {
 				return err
 			}
@@ -397,7 +396,7 @@ func TestSkipReplayBugLosesState(t *testing.T) {
 
 func send(addr, senderID, to, client string, seq int64, dedup bool) error {
 	p, _ := json.Marshal(map[string]any{"to": to, "client": client, "seq": seq, "dedup": dedup})
-	_, _, err := entityCall(addr, EntityRequest{Type: "sender", ID: senderID, Op: "send", Payload: p})
+	_, _, err := entityCall(addr, protocol.EntityRequest{Type: "sender", ID: senderID, Op: "send", Payload: p})
 	return err
 }
 
@@ -459,11 +458,11 @@ func TestAtLeastOnceAcrossJoin(t *testing.T) {
 	close(stop)
 	wg.Wait()
 	for s := range senders {
-		r, _, err := entityCall(tc.nodes[0].n.Addr(), EntityRequest{Type: "sender", ID: fmt.Sprintf("s%d", s), Op: "flush"})
+		r, _, err := entityCall(tc.nodes[0].n.Addr(), protocol.EntityRequest{Type: "sender", ID: fmt.Sprintf("s%d", s), Op: "flush"})
 		if err != nil || string(r.Result) != `{"unconfirmed":0}` {
 			t.Fatalf("flush s%d: %s %v", s, r.Result, err)
 		}
-		lr, _, err := entityCall(tc.nodes[1].n.Addr(), EntityRequest{Type: "log", ID: fmt.Sprintf("L%d", s), Op: "read"})
+		lr, _, err := entityCall(tc.nodes[1].n.Addr(), protocol.EntityRequest{Type: "log", ID: fmt.Sprintf("L%d", s), Op: "read"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -509,7 +508,7 @@ func TestTellKeepsSenderOrder(t *testing.T) {
 	for i := 1; i <= n; i++ {
 		for s, tn := range tc.nodes {
 			p, _ := json.Marshal(map[string]any{"client": fmt.Sprintf("c%d", s), "seq": i})
-			body, _ := json.Marshal(EntityRequest{Type: "log", ID: "T", Op: "append", Payload: p, Sender: fmt.Sprintf("c%d", s), Mode: "tell"})
+			body, _ := json.Marshal(protocol.EntityRequest{Type: "log", ID: "T", Op: "append", Payload: p, Sender: fmt.Sprintf("c%d", s), Mode: "tell"})
 			res, err := http.Post("http://"+tn.n.Addr()+"/v1/entity", "application/json", bytes.NewReader(body))
 			if err != nil {
 				t.Fatal(err)
@@ -526,7 +525,7 @@ func TestTellKeepsSenderOrder(t *testing.T) {
 		Seq    int
 	}
 	eventually(t, 20*time.Second, func() error {
-		r, _, err := entityCall(tc.nodes[0].n.Addr(), EntityRequest{Type: "log", ID: "T", Op: "read"})
+		r, _, err := entityCall(tc.nodes[0].n.Addr(), protocol.EntityRequest{Type: "log", ID: "T", Op: "read"})
 		if err != nil {
 			return err
 		}

@@ -3,6 +3,7 @@ package persistence
 import (
 	"context"
 	"encoding/binary"
+	"github.com/shardtest/shardtest/protocol/journal"
 	"path/filepath"
 	"testing"
 	"time"
@@ -51,12 +52,12 @@ func BenchmarkAppendFsync(b *testing.B) {
 
 // benchAppends appends one event per op after the last one, as an
 // event-sourced writer would.
-func benchAppends(b *testing.B, j Journal, baseline float64) {
+func benchAppends(b *testing.B, j journal.Journal, baseline float64) {
 	ctx := context.Background()
 	data := [][]byte{make([]byte, benchPayloadSize)}
 	b.ResetTimer()
 	for i := range b.N {
-		if _, err := j.Append(ctx, "bench", int64(i), NoEpoch, data); err != nil {
+		if _, err := j.Append(ctx, "bench", int64(i), journal.NoEpoch, data); err != nil {
 			b.Fatal(err)
 		}
 	}

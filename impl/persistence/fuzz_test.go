@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"github.com/shardtest/shardtest/protocol/journal"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -17,7 +18,7 @@ import (
 // with outcome "fail" and write nothing, or succeed exactly as asked; and
 // the journal must stay gapless.
 func FuzzServerRequests(f *testing.F) {
-	fuzzPaths := []string{pathAppend, pathReplay, pathFence, pathHighest, pathHealth, "/v1/nope"}
+	fuzzPaths := []string{journal.PathAppend, journal.PathReplay, journal.PathFence, journal.PathHighest, journal.PathHealth, "/v1/nope"}
 	fuzzMethods := []string{http.MethodPost, http.MethodGet, http.MethodPut}
 	seeds := []struct {
 		path, method uint8
@@ -72,14 +73,14 @@ func FuzzServerRequests(f *testing.F) {
 		}
 		written := globalCounter(t, store) - globalBefore
 		if rec.Code != http.StatusOK {
-			var e errorResponse
-			if err := json.Unmarshal(rec.Body.Bytes(), &e); err != nil || e.Code == "" || e.Error == "" || e.Outcome != outcomeFail {
+			var e journal.ErrorBody
+			if err := json.Unmarshal(rec.Body.Bytes(), &e); err != nil || e.Code == "" || e.Error == "" || e.Outcome != journal.OutcomeFail {
 				t.Fatalf("%s %s %q: bad error response %d %q", method, path, body, rec.Code, rec.Body)
 			}
 			if written != 0 {
 				t.Fatalf("%s %s %q: refused with %d but wrote %d events", method, path, body, rec.Code, written)
 			}
-		} else if path == pathAppend {
+		} else if path == journal.PathAppend {
 			checkFuzzAppend(t, store, body, rec.Body.Bytes(), written)
 		} else if written != 0 {
 			t.Fatalf("%s %s %q wrote %d events", method, path, body, written)
@@ -96,8 +97,8 @@ func FuzzServerRequests(f *testing.F) {
 // the request, at the sequence numbers it reported.
 func checkFuzzAppend(t *testing.T, store *Store, reqBody, respBody []byte, written uint64) {
 	t.Helper()
-	var req appendRequest
-	var resp appendResponse
+	var req journal.AppendRequest
+	var resp journal.AppendReply
 	if err := json.Unmarshal(reqBody, &req); err != nil {
 		t.Fatalf("append %q succeeded but does not decode: %v", reqBody, err)
 	}
@@ -108,7 +109,7 @@ func checkFuzzAppend(t *testing.T, store *Store, reqBody, respBody []byte, writt
 		t.Fatalf("append of %d events wrote %d", len(req.Events), written)
 	}
 	first := resp.LastSeq - int64(len(req.Events)) + 1
-	if req.ExpectedSeq != nil && *req.ExpectedSeq != AnySeq && first != *req.ExpectedSeq+1 {
+	if req.ExpectedSeq != nil && *req.ExpectedSeq != journal.AnySeq && first != *req.ExpectedSeq+1 {
 		t.Fatalf("append after %d landed at %d", *req.ExpectedSeq, first)
 	}
 	evs, err := store.Replay(context.Background(), req.PID, 1, 0)

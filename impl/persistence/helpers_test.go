@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/shardtest/shardtest/protocol/journal"
 	"log/slog"
 	"net/http/httptest"
 	"path/filepath"
@@ -28,11 +29,11 @@ func openTestStore(t testing.TB, noSync bool) (*Store, string) {
 }
 
 // serveStore serves s over a real HTTP server and returns a client for it.
-func serveStore(t testing.TB, s Journal) (*Client, *httptest.Server) {
+func serveStore(t testing.TB, s journal.Journal) (*journal.Client, *httptest.Server) {
 	t.Helper()
 	srv := httptest.NewServer(NewServer(s, slog.New(slog.DiscardHandler)))
 	t.Cleanup(srv.Close)
-	c := NewClient(srv.URL, ClientOptions{Timeout: 10 * time.Second, Backoff: 10 * time.Millisecond})
+	c := journal.NewClient(srv.URL, journal.ClientOptions{Timeout: 10 * time.Second, Backoff: 10 * time.Millisecond})
 	t.Cleanup(c.CloseIdleConnections)
 	return c, srv
 }
@@ -41,16 +42,16 @@ func serveStore(t testing.TB, s Journal) (*Client, *httptest.Server) {
 // run against the Store directly and through HTTP.
 type journalImpl struct {
 	name string
-	open func(t *testing.T) (Journal, *Store)
+	open func(t *testing.T) (journal.Journal, *Store)
 }
 
 func journalImpls() []journalImpl {
 	return []journalImpl{
-		{"store", func(t *testing.T) (Journal, *Store) {
+		{"store", func(t *testing.T) (journal.Journal, *Store) {
 			s, _ := openTestStore(t, true)
 			return s, s
 		}},
-		{"http", func(t *testing.T) (Journal, *Store) {
+		{"http", func(t *testing.T) (journal.Journal, *Store) {
 			s, _ := openTestStore(t, true)
 			c, _ := serveStore(t, s)
 			return c, s
@@ -119,7 +120,7 @@ func eventCount(t testing.TB, s *Store) int {
 }
 
 // mustAppend appends or fails the test.
-func mustAppend(t testing.TB, j Journal, pid string, expected int64, epoch uint64, data ...[]byte) int64 {
+func mustAppend(t testing.TB, j journal.Journal, pid string, expected int64, epoch uint64, data ...[]byte) int64 {
 	t.Helper()
 	last, err := j.Append(context.Background(), pid, expected, epoch, data)
 	if err != nil {
@@ -129,7 +130,7 @@ func mustAppend(t testing.TB, j Journal, pid string, expected int64, epoch uint6
 }
 
 // sameEvents compares everything a replay must reproduce exactly.
-func sameEvents(a, b Event) bool {
+func sameEvents(a, b journal.Event) bool {
 	return a.PersistenceID == b.PersistenceID && a.Seq == b.Seq && a.Global == b.Global &&
 		a.Epoch == b.Epoch && a.Written.Equal(b.Written) && bytes.Equal(a.Data, b.Data)
 }

@@ -5,105 +5,21 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/shardtest/shardtest/protocol/journal"
 	"io"
 	"log/slog"
 	"net/http"
 )
 
-// MaxRequestBytes bounds an HTTP request body. Events travel base64-encoded,
-// so this admits roughly 48 MiB of payload per append.
-const MaxRequestBytes = 64 << 20
-
-// API paths served by NewServer and used by Client.
-const (
-	pathAppend  = "/v1/append"
-	pathReplay  = "/v1/replay"
-	pathFence   = "/v1/fence"
-	pathHighest = "/v1/highest"
-	pathHealth  = "/v1/health"
-)
-
-// Error codes in errorResponse.Code.
-const (
-	codeSeqConflict      = "seq-conflict"
-	codeFenced           = "fenced"
-	codeInvalid          = "invalid"
-	codeTooLarge         = "too-large"
-	codeNotFound         = "not-found"
-	codeMethodNotAllowed = "method-not-allowed"
-	codeUnavailable      = "unavailable"
-	codeInternal         = "internal"
-)
-
-// Outcomes in errorResponse.Outcome: "fail" means nothing was written;
-// "unknown" means the server cannot vouch either way.
-const (
-	outcomeFail    = "fail"
-	outcomeUnknown = "unknown"
-)
-
-type appendRequest struct {
-	PID string `json:"pid"`
-	// ExpectedSeq is a pointer so a missing field is an error rather than
-	// a silent "0: new id".
-	ExpectedSeq *int64   `json:"expected_seq"`
-	Epoch       uint64   `json:"epoch"`
-	Events      [][]byte `json:"events"`
-}
-
-type appendResponse struct {
-	LastSeq int64 `json:"last_seq"`
-}
-
-type replayRequest struct {
-	PID  string `json:"pid"`
-	From int64  `json:"from"`
-	Max  int    `json:"max"`
-}
-
-type replayResponse struct {
-	Events []Event `json:"events"`
-}
-
-type pidRequest struct {
-	PID string `json:"pid"`
-}
-
-// fenceRequest: Token (optional) makes a repeated fence return the epoch
-// the first one gave (OnceFencer).
-type fenceRequest struct {
-	PID   string `json:"pid"`
-	Token string `json:"token,omitempty"`
-}
-
-type fenceResponse struct {
-	Epoch   uint64 `json:"epoch"`
-	Highest int64  `json:"highest"`
-}
-
-type highestResponse struct {
-	Highest int64 `json:"highest"`
-}
-
-type healthResponse struct {
-	OK bool `json:"ok"`
-}
-
-type errorResponse struct {
-	Error   string `json:"error"`
-	Code    string `json:"code"`
-	Outcome string `json:"outcome"`
-}
-
-// server serves one Journal over HTTP/JSON.
+// server serves one journal.Journal over HTTP/JSON.
 type server struct {
-	store  Journal
+	store  journal.Journal
 	logger *slog.Logger
 }
 
 // NewServer returns the HTTP/JSON API of the journal (see Client for the
 // other end). Every error is answered as JSON {"error","code","outcome"}.
-func NewServer(store Journal, logger *slog.Logger) http.Handler {
+func NewServer(store journal.Journal, logger *slog.Logger) http.Handler {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
@@ -116,23 +32,23 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var handle func(http.ResponseWriter, *http.Request)
 	method := http.MethodPost
 	switch r.URL.Path {
-	case pathAppend:
+	case journal.PathAppend:
 		handle = s.handleAppend
-	case pathReplay:
+	case journal.PathReplay:
 		handle = s.handleReplay
-	case pathFence:
+	case journal.PathFence:
 		handle = s.handleFence
-	case pathHighest:
+	case journal.PathHighest:
 		handle = s.handleHighest
-	case pathHealth:
+	case journal.PathHealth:
 		handle, method = s.handleHealth, http.MethodGet
 	default:
-		s.writeError(w, r, http.StatusNotFound, codeNotFound, outcomeFail, fmt.Sprintf("no such endpoint %q", r.URL.Path))
+		s.writeError(w, r, http.StatusNotFound, journal.CodeNotFound, journal.OutcomeFail, fmt.Sprintf("no such endpoint %q", r.URL.Path))
 		return
 	}
 	if r.Method != method {
 		w.Header().Set("Allow", method)
-		s.writeError(w, r, http.StatusMethodNotAllowed, codeMethodNotAllowed, outcomeFail,
+		s.writeError(w, r, http.StatusMethodNotAllowed, journal.CodeMethodNotAllowed, journal.OutcomeFail,
 			fmt.Sprintf("%s %s not allowed, use %s", r.Method, r.URL.Path, method))
 		return
 	}
@@ -140,12 +56,12 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *server) handleAppend(w http.ResponseWriter, r *http.Request) {
-	var req appendRequest
+	var req journal.AppendRequest
 	if !s.decode(w, r, &req) {
 		return
 	}
 	if req.ExpectedSeq == nil {
-		s.writeError(w, r, http.StatusBadRequest, codeInvalid, outcomeFail, "missing expected_seq")
+		s.writeError(w, r, http.StatusBadRequest, journal.CodeInvalid, journal.OutcomeFail, "missing expected_seq")
 		return
 	}
 	last, err := s.store.Append(r.Context(), req.PID, *req.ExpectedSeq, req.Epoch, req.Events)
@@ -155,11 +71,11 @@ func (s *server) handleAppend(w http.ResponseWriter, r *http.Request) {
 	}
 	s.logger.Debug("append", "pid", req.PID, "expected_seq", *req.ExpectedSeq, "epoch", req.Epoch,
 		"events", len(req.Events), "last_seq", last)
-	s.writeJSON(w, r, http.StatusOK, appendResponse{LastSeq: last})
+	s.writeJSON(w, r, http.StatusOK, journal.AppendReply{LastSeq: last})
 }
 
 func (s *server) handleReplay(w http.ResponseWriter, r *http.Request) {
-	var req replayRequest
+	var req journal.ReplayRequest
 	if !s.decode(w, r, &req) {
 		return
 	}
@@ -169,13 +85,13 @@ func (s *server) handleReplay(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if events == nil {
-		events = []Event{} // "events":[] rather than null
+		events = []journal.Event{} // "events":[] rather than null
 	}
-	s.writeJSON(w, r, http.StatusOK, replayResponse{Events: events})
+	s.writeJSON(w, r, http.StatusOK, journal.ReplayReply{Events: events})
 }
 
 func (s *server) handleFence(w http.ResponseWriter, r *http.Request) {
-	var req fenceRequest
+	var req journal.FenceRequest
 	if !s.decode(w, r, &req) {
 		return
 	}
@@ -184,7 +100,7 @@ func (s *server) handleFence(w http.ResponseWriter, r *http.Request) {
 		highest int64
 		err     error
 	)
-	if once, ok := s.store.(OnceFencer); ok {
+	if once, ok := s.store.(journal.OnceFencer); ok {
 		epoch, highest, err = once.FenceOnce(r.Context(), req.PID, req.Token)
 	} else {
 		epoch, highest, err = s.store.Fence(r.Context(), req.PID)
@@ -194,11 +110,11 @@ func (s *server) handleFence(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.logger.Info("fence", "pid", req.PID, "epoch", epoch, "highest", highest)
-	s.writeJSON(w, r, http.StatusOK, fenceResponse{Epoch: epoch, Highest: highest})
+	s.writeJSON(w, r, http.StatusOK, journal.FenceReply{Epoch: epoch, Highest: highest})
 }
 
 func (s *server) handleHighest(w http.ResponseWriter, r *http.Request) {
-	var req pidRequest
+	var req journal.PIDRequest
 	if !s.decode(w, r, &req) {
 		return
 	}
@@ -207,17 +123,17 @@ func (s *server) handleHighest(w http.ResponseWriter, r *http.Request) {
 		s.writeStoreError(w, r, err)
 		return
 	}
-	s.writeJSON(w, r, http.StatusOK, highestResponse{Highest: highest})
+	s.writeJSON(w, r, http.StatusOK, journal.HighestReply{Highest: highest})
 }
 
 func (s *server) handleHealth(w http.ResponseWriter, r *http.Request) {
-	s.writeJSON(w, r, http.StatusOK, healthResponse{OK: true})
+	s.writeJSON(w, r, http.StatusOK, journal.HealthReply{OK: true})
 }
 
 // decode reads exactly one JSON object with no unknown fields from the
 // body, answering the error itself when it cannot.
 func (s *server) decode(w http.ResponseWriter, r *http.Request, dst any) bool {
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, MaxRequestBytes))
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, journal.MaxRequestBytes))
 	dec.DisallowUnknownFields()
 	err := dec.Decode(dst)
 	if err == nil {
@@ -234,14 +150,14 @@ func (s *server) decode(w http.ResponseWriter, r *http.Request, dst any) bool {
 		return true
 	}
 	if isTooLarge(err) {
-		s.writeError(w, r, http.StatusRequestEntityTooLarge, codeTooLarge, outcomeFail,
-			fmt.Sprintf("request body exceeds %d bytes", MaxRequestBytes))
+		s.writeError(w, r, http.StatusRequestEntityTooLarge, journal.CodeTooLarge, journal.OutcomeFail,
+			fmt.Sprintf("request body exceeds %d bytes", journal.MaxRequestBytes))
 		return false
 	}
 	if errors.Is(err, io.EOF) {
 		err = errors.New("empty request body")
 	}
-	s.writeError(w, r, http.StatusBadRequest, codeInvalid, outcomeFail, "malformed request: "+err.Error())
+	s.writeError(w, r, http.StatusBadRequest, journal.CodeInvalid, journal.OutcomeFail, "malformed request: "+err.Error())
 	return false
 }
 
@@ -250,21 +166,21 @@ func isTooLarge(err error) bool {
 	return errors.As(err, &tooLarge)
 }
 
-// writeStoreError maps Journal errors to statuses. Only the definite
+// writeStoreError maps journal.Journal errors to statuses. Only the definite
 // failures may be reported as "fail"; anything else may have been written.
 func (s *server) writeStoreError(w http.ResponseWriter, r *http.Request, err error) {
 	switch {
-	case errors.Is(err, ErrSeqConflict):
-		s.writeError(w, r, http.StatusConflict, codeSeqConflict, outcomeFail, err.Error())
-	case errors.Is(err, ErrFenced):
-		s.writeError(w, r, http.StatusConflict, codeFenced, outcomeFail, err.Error())
-	case errors.Is(err, ErrInvalid):
-		s.writeError(w, r, http.StatusBadRequest, codeInvalid, outcomeFail, err.Error())
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded), errors.Is(err, ErrUnavailable):
-		s.writeError(w, r, http.StatusServiceUnavailable, codeUnavailable, outcomeUnknown, err.Error())
+	case errors.Is(err, journal.ErrSeqConflict):
+		s.writeError(w, r, http.StatusConflict, journal.CodeSeqConflict, journal.OutcomeFail, err.Error())
+	case errors.Is(err, journal.ErrFenced):
+		s.writeError(w, r, http.StatusConflict, journal.CodeFenced, journal.OutcomeFail, err.Error())
+	case errors.Is(err, journal.ErrInvalid):
+		s.writeError(w, r, http.StatusBadRequest, journal.CodeInvalid, journal.OutcomeFail, err.Error())
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded), errors.Is(err, journal.ErrUnavailable):
+		s.writeError(w, r, http.StatusServiceUnavailable, journal.CodeUnavailable, journal.OutcomeUnknown, err.Error())
 	default:
 		s.logger.Error("journal storage error", "path", r.URL.Path, "err", err)
-		s.writeError(w, r, http.StatusInternalServerError, codeInternal, outcomeUnknown, err.Error())
+		s.writeError(w, r, http.StatusInternalServerError, journal.CodeInternal, journal.OutcomeUnknown, err.Error())
 	}
 }
 
@@ -272,7 +188,7 @@ func (s *server) writeError(w http.ResponseWriter, r *http.Request, status int, 
 	if status < http.StatusInternalServerError {
 		s.logger.Debug("request refused", "method", r.Method, "path", r.URL.Path, "status", status, "code", code, "err", msg)
 	}
-	s.writeJSON(w, r, status, errorResponse{Error: msg, Code: code, Outcome: outcome})
+	s.writeJSON(w, r, status, journal.ErrorBody{Error: msg, Code: code, Outcome: outcome})
 }
 
 func (s *server) writeJSON(w http.ResponseWriter, r *http.Request, status int, v any) {

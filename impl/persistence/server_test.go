@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/shardtest/shardtest/protocol/journal"
 	"io"
 	"log/slog"
 	"net/http"
@@ -63,7 +64,7 @@ func TestServerBadRequests(t *testing.T) {
 	_, srv := serveStore(t, s)
 	// A pid with one event, fenced twice so epoch 1 is stale: conflicts
 	// and fencing then have something to hit.
-	mustAppend(t, s, "p", 0, NoEpoch, []byte("x"))
+	mustAppend(t, s, "p", 0, journal.NoEpoch, []byte("x"))
 	for range 2 {
 		if _, _, err := s.Fence(context.Background(), "p"); err != nil {
 			t.Fatal(err)
@@ -72,7 +73,7 @@ func TestServerBadRequests(t *testing.T) {
 
 	huge := io.MultiReader(
 		strings.NewReader(`{"pid":"p","expected_seq":1,"events":["`),
-		&repeatReader{b: 'A', n: MaxRequestBytes + 1},
+		&repeatReader{b: 'A', n: journal.MaxRequestBytes + 1},
 		strings.NewReader(`"]}`),
 	)
 	tests := []struct {
@@ -83,45 +84,45 @@ func TestServerBadRequests(t *testing.T) {
 		wantStatus int
 		wantCode   string
 	}{
-		{"unknown path", "POST", "/v1/nope", strings.NewReader(`{}`), 404, codeNotFound},
-		{"root", "GET", "/", nil, 404, codeNotFound},
-		{"GET append", "GET", "/v1/append", nil, 405, codeMethodNotAllowed},
-		{"PUT replay", "PUT", "/v1/replay", strings.NewReader(`{"pid":"p"}`), 405, codeMethodNotAllowed},
-		{"POST health", "POST", "/v1/health", strings.NewReader(`{}`), 405, codeMethodNotAllowed},
-		{"DELETE fence", "DELETE", "/v1/fence", nil, 405, codeMethodNotAllowed},
-		{"malformed append", "POST", "/v1/append", strings.NewReader(`{"pid":`), 400, codeInvalid},
-		{"malformed replay", "POST", "/v1/replay", strings.NewReader(`[1,2`), 400, codeInvalid},
-		{"malformed fence", "POST", "/v1/fence", strings.NewReader(`nope`), 400, codeInvalid},
-		{"malformed highest", "POST", "/v1/highest", strings.NewReader(`{"pid":1}`), 400, codeInvalid},
-		{"empty body", "POST", "/v1/append", strings.NewReader(``), 400, codeInvalid},
-		{"null body", "POST", "/v1/append", strings.NewReader(`null`), 400, codeInvalid},
-		{"trailing data", "POST", "/v1/append", strings.NewReader(`{"pid":"p","expected_seq":1,"events":["eA=="]} {}`), 400, codeInvalid},
-		{"unknown field append", "POST", "/v1/append", strings.NewReader(`{"pid":"p","expected_seq":1,"events":["eA=="],"force":true}`), 400, codeInvalid},
-		{"unknown field replay", "POST", "/v1/replay", strings.NewReader(`{"pid":"p","limit":3}`), 400, codeInvalid},
-		{"unknown field fence", "POST", "/v1/fence", strings.NewReader(`{"pid":"p","epoch":9}`), 400, codeInvalid},
-		{"unknown field highest", "POST", "/v1/highest", strings.NewReader(`{"id":"p"}`), 400, codeInvalid},
-		{"empty pid append", "POST", "/v1/append", strings.NewReader(`{"pid":"","expected_seq":0,"events":["eA=="]}`), 400, codeInvalid},
-		{"empty pid replay", "POST", "/v1/replay", strings.NewReader(`{"pid":""}`), 400, codeInvalid},
-		{"empty pid fence", "POST", "/v1/fence", strings.NewReader(`{}`), 400, codeInvalid},
-		{"bad fence token", "POST", "/v1/fence", strings.NewReader(`{"pid":"p","token":"a b"}`), 400, codeInvalid},
-		{"long fence token", "POST", "/v1/fence", strings.NewReader(`{"pid":"p","token":"` + strings.Repeat("a", 65) + `"}`), 400, codeInvalid},
-		{"empty pid highest", "POST", "/v1/highest", strings.NewReader(`{"pid":""}`), 400, codeInvalid},
-		{"missing expected_seq", "POST", "/v1/append", strings.NewReader(`{"pid":"p","events":["eA=="]}`), 400, codeInvalid},
-		{"expected_seq -2", "POST", "/v1/append", strings.NewReader(`{"pid":"p","expected_seq":-2,"events":["eA=="]}`), 400, codeInvalid},
-		{"expected_seq overflow", "POST", "/v1/append", strings.NewReader(`{"pid":"p","expected_seq":1e30,"events":["eA=="]}`), 400, codeInvalid},
-		{"expected_seq fraction", "POST", "/v1/append", strings.NewReader(`{"pid":"p","expected_seq":0.5,"events":["eA=="]}`), 400, codeInvalid},
-		{"negative epoch", "POST", "/v1/append", strings.NewReader(`{"pid":"p","expected_seq":1,"epoch":-1,"events":["eA=="]}`), 400, codeInvalid},
-		{"no events", "POST", "/v1/append", strings.NewReader(`{"pid":"p","expected_seq":1,"events":[]}`), 400, codeInvalid},
-		{"bad base64", "POST", "/v1/append", strings.NewReader(`{"pid":"p","expected_seq":1,"events":["!!"]}`), 400, codeInvalid},
-		{"negative max", "POST", "/v1/replay", strings.NewReader(`{"pid":"p","max":-1}`), 400, codeInvalid},
-		{"huge body", "POST", "/v1/append", huge, 413, codeTooLarge},
-		{"seq conflict", "POST", "/v1/append", strings.NewReader(`{"pid":"p","expected_seq":0,"events":["eA=="]}`), 409, codeSeqConflict},
-		{"fenced", "POST", "/v1/append", strings.NewReader(`{"pid":"p","expected_seq":1,"epoch":1,"events":["eA=="]}`), 409, codeFenced},
+		{"unknown path", "POST", "/v1/nope", strings.NewReader(`{}`), 404, journal.CodeNotFound},
+		{"root", "GET", "/", nil, 404, journal.CodeNotFound},
+		{"GET append", "GET", "/v1/append", nil, 405, journal.CodeMethodNotAllowed},
+		{"PUT replay", "PUT", "/v1/replay", strings.NewReader(`{"pid":"p"}`), 405, journal.CodeMethodNotAllowed},
+		{"POST health", "POST", "/v1/health", strings.NewReader(`{}`), 405, journal.CodeMethodNotAllowed},
+		{"DELETE fence", "DELETE", "/v1/fence", nil, 405, journal.CodeMethodNotAllowed},
+		{"malformed append", "POST", "/v1/append", strings.NewReader(`{"pid":`), 400, journal.CodeInvalid},
+		{"malformed replay", "POST", "/v1/replay", strings.NewReader(`[1,2`), 400, journal.CodeInvalid},
+		{"malformed fence", "POST", "/v1/fence", strings.NewReader(`nope`), 400, journal.CodeInvalid},
+		{"malformed highest", "POST", "/v1/highest", strings.NewReader(`{"pid":1}`), 400, journal.CodeInvalid},
+		{"empty body", "POST", "/v1/append", strings.NewReader(``), 400, journal.CodeInvalid},
+		{"null body", "POST", "/v1/append", strings.NewReader(`null`), 400, journal.CodeInvalid},
+		{"trailing data", "POST", "/v1/append", strings.NewReader(`{"pid":"p","expected_seq":1,"events":["eA=="]} {}`), 400, journal.CodeInvalid},
+		{"unknown field append", "POST", "/v1/append", strings.NewReader(`{"pid":"p","expected_seq":1,"events":["eA=="],"force":true}`), 400, journal.CodeInvalid},
+		{"unknown field replay", "POST", "/v1/replay", strings.NewReader(`{"pid":"p","limit":3}`), 400, journal.CodeInvalid},
+		{"unknown field fence", "POST", "/v1/fence", strings.NewReader(`{"pid":"p","epoch":9}`), 400, journal.CodeInvalid},
+		{"unknown field highest", "POST", "/v1/highest", strings.NewReader(`{"id":"p"}`), 400, journal.CodeInvalid},
+		{"empty pid append", "POST", "/v1/append", strings.NewReader(`{"pid":"","expected_seq":0,"events":["eA=="]}`), 400, journal.CodeInvalid},
+		{"empty pid replay", "POST", "/v1/replay", strings.NewReader(`{"pid":""}`), 400, journal.CodeInvalid},
+		{"empty pid fence", "POST", "/v1/fence", strings.NewReader(`{}`), 400, journal.CodeInvalid},
+		{"bad fence token", "POST", "/v1/fence", strings.NewReader(`{"pid":"p","token":"a b"}`), 400, journal.CodeInvalid},
+		{"long fence token", "POST", "/v1/fence", strings.NewReader(`{"pid":"p","token":"` + strings.Repeat("a", 65) + `"}`), 400, journal.CodeInvalid},
+		{"empty pid highest", "POST", "/v1/highest", strings.NewReader(`{"pid":""}`), 400, journal.CodeInvalid},
+		{"missing expected_seq", "POST", "/v1/append", strings.NewReader(`{"pid":"p","events":["eA=="]}`), 400, journal.CodeInvalid},
+		{"expected_seq -2", "POST", "/v1/append", strings.NewReader(`{"pid":"p","expected_seq":-2,"events":["eA=="]}`), 400, journal.CodeInvalid},
+		{"expected_seq overflow", "POST", "/v1/append", strings.NewReader(`{"pid":"p","expected_seq":1e30,"events":["eA=="]}`), 400, journal.CodeInvalid},
+		{"expected_seq fraction", "POST", "/v1/append", strings.NewReader(`{"pid":"p","expected_seq":0.5,"events":["eA=="]}`), 400, journal.CodeInvalid},
+		{"negative epoch", "POST", "/v1/append", strings.NewReader(`{"pid":"p","expected_seq":1,"epoch":-1,"events":["eA=="]}`), 400, journal.CodeInvalid},
+		{"no events", "POST", "/v1/append", strings.NewReader(`{"pid":"p","expected_seq":1,"events":[]}`), 400, journal.CodeInvalid},
+		{"bad base64", "POST", "/v1/append", strings.NewReader(`{"pid":"p","expected_seq":1,"events":["!!"]}`), 400, journal.CodeInvalid},
+		{"negative max", "POST", "/v1/replay", strings.NewReader(`{"pid":"p","max":-1}`), 400, journal.CodeInvalid},
+		{"huge body", "POST", "/v1/append", huge, 413, journal.CodeTooLarge},
+		{"seq conflict", "POST", "/v1/append", strings.NewReader(`{"pid":"p","expected_seq":0,"events":["eA=="]}`), 409, journal.CodeSeqConflict},
+		{"fenced", "POST", "/v1/append", strings.NewReader(`{"pid":"p","expected_seq":1,"epoch":1,"events":["eA=="]}`), 409, journal.CodeFenced},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			status, body := doRaw(t, srv.URL, tc.method, tc.path, tc.body)
-			if status != tc.wantStatus || body["code"] != tc.wantCode || body["outcome"] != outcomeFail {
+			if status != tc.wantStatus || body["code"] != tc.wantCode || body["outcome"] != journal.OutcomeFail {
 				t.Errorf("got %d %v, want %d code %q outcome fail", status, body, tc.wantStatus, tc.wantCode)
 			}
 			if msg, _ := body["error"].(string); msg == "" {
@@ -188,7 +189,7 @@ func (f *failingJournal) Append(context.Context, string, int64, uint64, [][]byte
 	return 0, f.err
 }
 
-func (f *failingJournal) Replay(context.Context, string, int64, int) ([]Event, error) {
+func (f *failingJournal) Replay(context.Context, string, int64, int) ([]journal.Event, error) {
 	f.calls.Add(1)
 	return nil, f.err
 }
@@ -212,9 +213,9 @@ func TestClientErrorMapping(t *testing.T) {
 	t.Run("definite", func(t *testing.T) {
 		s, _ := openTestStore(t, true)
 		c, _ := serveStore(t, s)
-		mustAppend(t, c, "p", 0, NoEpoch, []byte("x"))
-		_, err := c.Append(ctx, "p", 0, NoEpoch, one)
-		if !errors.Is(err, ErrSeqConflict) || !strings.Contains(err.Error(), "highest is 1") {
+		mustAppend(t, c, "p", 0, journal.NoEpoch, []byte("x"))
+		_, err := c.Append(ctx, "p", 0, journal.NoEpoch, one)
+		if !errors.Is(err, journal.ErrSeqConflict) || !strings.Contains(err.Error(), "highest is 1") {
 			t.Errorf("conflict: %v", err)
 		}
 		if _, _, err := c.Fence(ctx, "p"); err != nil {
@@ -223,10 +224,10 @@ func TestClientErrorMapping(t *testing.T) {
 		if _, _, err := c.Fence(ctx, "p"); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := c.Append(ctx, "p", 1, 1, one); !errors.Is(err, ErrFenced) {
+		if _, err := c.Append(ctx, "p", 1, 1, one); !errors.Is(err, journal.ErrFenced) {
 			t.Errorf("fenced: %v", err)
 		}
-		if _, err := c.Replay(ctx, "p", 0, -5); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "negative max") {
+		if _, err := c.Replay(ctx, "p", 0, -5); !errors.Is(err, journal.ErrInvalid) || !strings.Contains(err.Error(), "negative max") {
 			t.Errorf("invalid: %v", err)
 		}
 	})
@@ -234,21 +235,21 @@ func TestClientErrorMapping(t *testing.T) {
 	t.Run("storage error", func(t *testing.T) {
 		f := &failingJournal{err: errors.New("disk on fire")}
 		c, _ := serveStore(t, f)
-		if _, err := c.Append(ctx, "p", 0, NoEpoch, one); !errors.Is(err, ErrUnavailable) || IsDefinite(err) || !strings.Contains(err.Error(), "disk on fire") {
-			t.Errorf("append: %v, want ErrUnavailable with the server's message", err)
+		if _, err := c.Append(ctx, "p", 0, journal.NoEpoch, one); !errors.Is(err, journal.ErrUnavailable) || journal.IsDefinite(err) || !strings.Contains(err.Error(), "disk on fire") {
+			t.Errorf("append: %v, want journal.ErrUnavailable with the server's message", err)
 		}
 		if n := f.calls.Load(); n != 1 {
 			t.Errorf("append reached the server %d times; a sent append must not be retried", n)
 		}
 		f.calls.Store(0)
-		if _, err := c.Highest(ctx, "p"); !errors.Is(err, ErrUnavailable) {
+		if _, err := c.Highest(ctx, "p"); !errors.Is(err, journal.ErrUnavailable) {
 			t.Errorf("highest: %v", err)
 		}
-		if n := f.calls.Load(); n != 1+defaultClientRetries {
-			t.Errorf("highest reached the server %d times, want %d", n, 1+defaultClientRetries)
+		if n := f.calls.Load(); n != 1+journal.DefaultRetries {
+			t.Errorf("highest reached the server %d times, want %d", n, 1+journal.DefaultRetries)
 		}
 		f.calls.Store(0)
-		if _, _, err := c.Fence(ctx, "p"); !errors.Is(err, ErrUnavailable) || f.calls.Load() != 1+defaultClientRetries {
+		if _, _, err := c.Fence(ctx, "p"); !errors.Is(err, journal.ErrUnavailable) || f.calls.Load() != 1+journal.DefaultRetries {
 			t.Errorf("fence: %v after %d calls", err, f.calls.Load())
 		}
 	})
@@ -256,9 +257,9 @@ func TestClientErrorMapping(t *testing.T) {
 	t.Run("not a journal", func(t *testing.T) {
 		srv := httptest.NewServer(http.NotFoundHandler())
 		defer srv.Close()
-		c := NewClient(srv.URL, ClientOptions{Backoff: time.Millisecond})
-		if _, err := c.Append(ctx, "p", 0, NoEpoch, one); !errors.Is(err, ErrUnavailable) {
-			t.Errorf("plain-text 404: %v, want ErrUnavailable (outcome unknown)", err)
+		c := journal.NewClient(srv.URL, journal.ClientOptions{Backoff: time.Millisecond})
+		if _, err := c.Append(ctx, "p", 0, journal.NoEpoch, one); !errors.Is(err, journal.ErrUnavailable) {
+			t.Errorf("plain-text 404: %v, want journal.ErrUnavailable (outcome unknown)", err)
 		}
 	})
 
@@ -267,9 +268,9 @@ func TestClientErrorMapping(t *testing.T) {
 			_, _ = io.WriteString(w, "{not json")
 		}))
 		defer srv.Close()
-		c := NewClient(srv.URL, ClientOptions{Backoff: time.Millisecond})
-		if _, err := c.Append(ctx, "p", 0, NoEpoch, one); !errors.Is(err, ErrUnavailable) {
-			t.Errorf("garbled 200: %v, want ErrUnavailable", err)
+		c := journal.NewClient(srv.URL, journal.ClientOptions{Backoff: time.Millisecond})
+		if _, err := c.Append(ctx, "p", 0, journal.NoEpoch, one); !errors.Is(err, journal.ErrUnavailable) {
+			t.Errorf("garbled 200: %v, want journal.ErrUnavailable", err)
 		}
 	})
 
@@ -285,10 +286,10 @@ func TestClientErrorMapping(t *testing.T) {
 		}))
 		defer srv.Close()
 		defer close(release)
-		c := NewClient(srv.URL, ClientOptions{Timeout: 50 * time.Millisecond, Backoff: time.Millisecond})
-		_, err := c.Append(ctx, "p", 0, NoEpoch, one)
-		if !errors.Is(err, ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) {
-			t.Errorf("hung append: %v, want ErrUnavailable wrapping the deadline", err)
+		c := journal.NewClient(srv.URL, journal.ClientOptions{Timeout: 50 * time.Millisecond, Backoff: time.Millisecond})
+		_, err := c.Append(ctx, "p", 0, journal.NoEpoch, one)
+		if !errors.Is(err, journal.ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("hung append: %v, want journal.ErrUnavailable wrapping the deadline", err)
 		}
 		if n := calls.Load(); n != 1 {
 			t.Errorf("hung append sent %d times, want 1", n)
@@ -300,7 +301,7 @@ func TestClientErrorMapping(t *testing.T) {
 		c, _ := serveStore(t, s)
 		cctx, cancel := context.WithCancel(ctx)
 		cancel()
-		if _, err := c.Highest(cctx, "p"); !errors.Is(err, ErrUnavailable) || !errors.Is(err, context.Canceled) {
+		if _, err := c.Highest(cctx, "p"); !errors.Is(err, journal.ErrUnavailable) || !errors.Is(err, context.Canceled) {
 			t.Errorf("cancelled: %v", err)
 		}
 	})
@@ -312,11 +313,11 @@ func TestClientClosedServer(t *testing.T) {
 	srv := httptest.NewServer(http.NotFoundHandler())
 	url := srv.URL
 	srv.Close()
-	c := NewClient(url, ClientOptions{})
+	c := journal.NewClient(url, journal.ClientOptions{})
 	ctx := context.Background()
 	calls := map[string]func() error{
 		"append": func() error {
-			_, err := c.Append(ctx, "p", 0, NoEpoch, [][]byte{[]byte("x")})
+			_, err := c.Append(ctx, "p", 0, journal.NoEpoch, [][]byte{[]byte("x")})
 			return err
 		},
 		"replay":  func() error { _, err := c.Replay(ctx, "p", 1, 0); return err },
@@ -328,8 +329,8 @@ func TestClientClosedServer(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			err := call()
-			if !errors.Is(err, ErrUnavailable) || IsDefinite(err) {
-				t.Errorf("%v, want ErrUnavailable", err)
+			if !errors.Is(err, journal.ErrUnavailable) || journal.IsDefinite(err) {
+				t.Errorf("%v, want journal.ErrUnavailable", err)
 			}
 		})
 	}
@@ -363,7 +364,7 @@ func TestFenceRetryIsIdempotent(t *testing.T) {
 		api.ServeHTTP(w, r) // the last retry: applied and answered
 	}))
 	defer srv.Close()
-	c := NewClient(srv.URL, ClientOptions{Timeout: 5 * time.Second, Backoff: time.Millisecond})
+	c := journal.NewClient(srv.URL, journal.ClientOptions{Timeout: 5 * time.Second, Backoff: time.Millisecond})
 	defer c.CloseIdleConnections()
 	epoch, _, err := c.Fence(context.Background(), "p")
 	if err != nil {

@@ -5,10 +5,10 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/shardtest/shardtest/protocol/journal"
 	"math"
 	"slices"
 	"time"
-	"unicode/utf8"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -47,21 +47,21 @@ type StoreOptions struct {
 	// NoSync skips fsync on commit. Unsafe: a crash may lose acknowledged
 	// events. Meant for tests and benchmarks only.
 	NoSync bool
-	// Clock stamps Event.Written; nil means time.Now.
+	// Clock stamps journal.Event.Written; nil means time.Now.
 	Clock func() time.Time
 	// LockTimeout bounds the wait for the file lock held by another process;
 	// zero means 2s.
 	LockTimeout time.Duration
 }
 
-// Store is the bbolt-backed Journal. It is safe for concurrent use: bbolt
+// Store is the bbolt-backed journal.Journal. It is safe for concurrent use: bbolt
 // serializes write transactions, which is exactly the ordering Append needs.
 type Store struct {
 	db    *bolt.DB
 	clock func() time.Time
 }
 
-var _ Journal = (*Store)(nil)
+var _ journal.Journal = (*Store)(nil)
 
 // Open opens (creating if missing) the journal file at path.
 func Open(path string, opts StoreOptions) (*Store, error) {
@@ -103,11 +103,11 @@ func (s *Store) Close() error {
 	return nil
 }
 
-// Append implements Journal. The whole append is one bbolt write transaction,
+// Append implements journal.Journal. The whole append is one bbolt write transaction,
 // so the checks (sequence, epoch) and the writes are atomic with respect to
 // every other writer, and a failed commit leaves nothing behind.
 func (s *Store) Append(ctx context.Context, pid string, expectedSeq int64, epoch uint64, data [][]byte) (int64, error) {
-	if err := validateAppend(pid, expectedSeq, data); err != nil {
+	if err := journal.ValidateAppend(pid, expectedSeq, data); err != nil {
 		return 0, err
 	}
 	if err := ctx.Err(); err != nil {
@@ -115,10 +115,10 @@ func (s *Store) Append(ctx context.Context, pid string, expectedSeq int64, epoch
 	}
 	var last int64
 	err := s.db.Update(func(tx *bolt.Tx) error {
-		if epoch != NoEpoch {
+		if epoch != journal.NoEpoch {
 			current := getUint64(tx.Bucket(bucketEpochs), []byte(pid))
 			if epoch < current {
-				return fmt.Errorf("%w: pid %q: epoch %d is older than current epoch %d", ErrFenced, pid, epoch, current)
+				return fmt.Errorf("%w: pid %q: epoch %d is older than current epoch %d", journal.ErrFenced, pid, epoch, current)
 			}
 		}
 		events, err := tx.Bucket(bucketEvents).CreateBucketIfNotExists([]byte(pid))
@@ -129,8 +129,8 @@ func (s *Store) Append(ctx context.Context, pid string, expectedSeq int64, epoch
 		if err != nil {
 			return err
 		}
-		if expectedSeq != AnySeq && expectedSeq != highest {
-			return fmt.Errorf("%w: pid %q: expected seq %d, highest is %d", ErrSeqConflict, pid, expectedSeq, highest)
+		if expectedSeq != journal.AnySeq && expectedSeq != highest {
+			return fmt.Errorf("%w: pid %q: expected seq %d, highest is %d", journal.ErrSeqConflict, pid, expectedSeq, highest)
 		}
 		meta := tx.Bucket(bucketMeta)
 		global := getUint64(meta, keyGlobal)
@@ -161,13 +161,13 @@ func (s *Store) Append(ctx context.Context, pid string, expectedSeq int64, epoch
 	return last, nil
 }
 
-// Replay implements Journal.
-func (s *Store) Replay(ctx context.Context, pid string, from int64, max int) ([]Event, error) {
-	if err := validatePID(pid); err != nil {
+// Replay implements journal.Journal.
+func (s *Store) Replay(ctx context.Context, pid string, from int64, max int) ([]journal.Event, error) {
+	if err := journal.ValidatePID(pid); err != nil {
 		return nil, err
 	}
 	if max < 0 {
-		return nil, fmt.Errorf("%w: negative max %d", ErrInvalid, max)
+		return nil, fmt.Errorf("%w: negative max %d", journal.ErrInvalid, max)
 	}
 	if from < 1 {
 		from = 1
@@ -175,7 +175,7 @@ func (s *Store) Replay(ctx context.Context, pid string, from int64, max int) ([]
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	out := []Event{}
+	out := []journal.Event{}
 	err := s.db.View(func(tx *bolt.Tx) error {
 		events := tx.Bucket(bucketEvents).Bucket([]byte(pid))
 		if events == nil {
@@ -207,7 +207,7 @@ func (s *Store) Replay(ctx context.Context, pid string, from int64, max int) ([]
 	return out, nil
 }
 
-// Fence implements Journal: it raises the epoch by one in a write
+// Fence implements journal.Journal: it raises the epoch by one in a write
 // transaction, so two concurrent fences get distinct epochs.
 func (s *Store) Fence(ctx context.Context, pid string) (uint64, int64, error) {
 	return s.FenceOnce(ctx, pid, "")
@@ -218,13 +218,13 @@ func (s *Store) Fence(ctx context.Context, pid string) (uint64, int64, error) {
 // safe (it only fences), just no longer idempotent.
 const fenceTokensKept = 16
 
-// FenceOnce implements OnceFencer: Fence, except that a repeat of a fence
+// FenceOnce implements journal.OnceFencer: Fence, except that a repeat of a fence
 // with the same token (a retry whose first attempt was applied but whose
 // answer was lost, possibly arriving after the retry) returns the epoch
 // that fence gave instead of raising it again, so a writer is never fenced
 // by its own request. An empty token is a plain Fence.
 func (s *Store) FenceOnce(ctx context.Context, pid, token string) (uint64, int64, error) {
-	if err := validatePID(pid); err != nil {
+	if err := journal.ValidatePID(pid); err != nil {
 		return 0, 0, err
 	}
 	if err := validateFenceToken(token); err != nil {
@@ -300,19 +300,19 @@ func forgetOldTokens(tokens *bolt.Bucket, epoch uint64) error {
 // validateFenceToken: empty, or 1 to 64 letters, digits, '-' and '_'.
 func validateFenceToken(token string) error {
 	if len(token) > 64 {
-		return fmt.Errorf("%w: fence token of %d bytes exceeds 64", ErrInvalid, len(token))
+		return fmt.Errorf("%w: fence token of %d bytes exceeds 64", journal.ErrInvalid, len(token))
 	}
 	for _, r := range token {
 		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
-			return fmt.Errorf("%w: fence token %q: want letters, digits, '-' and '_'", ErrInvalid, token)
+			return fmt.Errorf("%w: fence token %q: want letters, digits, '-' and '_'", journal.ErrInvalid, token)
 		}
 	}
 	return nil
 }
 
-// Highest implements Journal.
+// Highest implements journal.Journal.
 func (s *Store) Highest(ctx context.Context, pid string) (int64, error) {
-	if err := validatePID(pid); err != nil {
+	if err := journal.ValidatePID(pid); err != nil {
 		return 0, err
 	}
 	if err := ctx.Err(); err != nil {
@@ -383,15 +383,15 @@ func encodeRecord(epoch, global uint64, written int64, data []byte) []byte {
 
 // decodeRecord copies the payload out: bbolt values are only valid inside
 // their transaction.
-func decodeRecord(pid string, k, v []byte) (Event, error) {
+func decodeRecord(pid string, k, v []byte) (journal.Event, error) {
 	seq, err := parseSeqKey(k)
 	if err != nil {
-		return Event{}, err
+		return journal.Event{}, err
 	}
 	if len(v) < recordHeader || v[0] != recordVersion {
-		return Event{}, fmt.Errorf("corrupt journal: pid %q seq %d: bad record header", pid, seq)
+		return journal.Event{}, fmt.Errorf("corrupt journal: pid %q seq %d: bad record header", pid, seq)
 	}
-	return Event{
+	return journal.Event{
 		PersistenceID: pid,
 		Seq:           seq,
 		Epoch:         binary.BigEndian.Uint64(v[1:9]),
@@ -399,54 +399,4 @@ func decodeRecord(pid string, k, v []byte) (Event, error) {
 		Written:       time.Unix(0, int64(binary.BigEndian.Uint64(v[17:25]))),
 		Data:          append([]byte{}, v[recordHeader:]...),
 	}, nil
-}
-
-// Limits on what one call may ask of the journal. They keep a single
-// request from monopolising the writer or the server's memory.
-const (
-	// MaxPIDBytes is the longest persistence id accepted.
-	MaxPIDBytes = 1024
-	// MaxEventBytes is the largest single event payload accepted.
-	MaxEventBytes = 4 << 20
-	// MaxAppendEvents is the most events one Append may write.
-	MaxAppendEvents = 10_000
-)
-
-// validatePID rejects ids the journal cannot store faithfully. Ids must be
-// valid UTF-8 because the HTTP API carries them as JSON strings, which would
-// silently rewrite invalid bytes and store under a different id.
-func validatePID(pid string) error {
-	switch {
-	case pid == "":
-		return fmt.Errorf("%w: empty persistence id", ErrInvalid)
-	case len(pid) > MaxPIDBytes:
-		return fmt.Errorf("%w: persistence id of %d bytes exceeds %d", ErrInvalid, len(pid), MaxPIDBytes)
-	case !utf8.ValidString(pid):
-		return fmt.Errorf("%w: persistence id is not valid UTF-8", ErrInvalid)
-	}
-	return nil
-}
-
-// validateAppend checks everything about an append that does not depend on
-// what is stored. The Client runs it too, so bad calls fail the same way
-// locally and remotely without a round trip.
-func validateAppend(pid string, expectedSeq int64, data [][]byte) error {
-	if err := validatePID(pid); err != nil {
-		return err
-	}
-	if expectedSeq < AnySeq {
-		return fmt.Errorf("%w: expected seq %d (must be >= 0, or AnySeq)", ErrInvalid, expectedSeq)
-	}
-	if len(data) == 0 {
-		return fmt.Errorf("%w: no events", ErrInvalid)
-	}
-	if len(data) > MaxAppendEvents {
-		return fmt.Errorf("%w: %d events exceed %d per append", ErrInvalid, len(data), MaxAppendEvents)
-	}
-	for i, d := range data {
-		if len(d) > MaxEventBytes {
-			return fmt.Errorf("%w: event %d is %d bytes, more than %d", ErrInvalid, i, len(d), MaxEventBytes)
-		}
-	}
-	return nil
 }

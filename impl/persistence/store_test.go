@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/shardtest/shardtest/protocol/journal"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -20,16 +21,16 @@ func TestAppendReplayBasics(t *testing.T) {
 			ctx := context.Background()
 
 			// Interleave two ids so Global has to order across them.
-			if got := mustAppend(t, j, "a", 0, NoEpoch, payload("a", 1), payload("a", 2), payload("a", 3)); got != 3 {
+			if got := mustAppend(t, j, "a", 0, journal.NoEpoch, payload("a", 1), payload("a", 2), payload("a", 3)); got != 3 {
 				t.Fatalf("first append: last seq %d, want 3", got)
 			}
-			if got := mustAppend(t, j, "b", 0, NoEpoch, payload("b", 1)); got != 1 {
+			if got := mustAppend(t, j, "b", 0, journal.NoEpoch, payload("b", 1)); got != 1 {
 				t.Fatalf("append b: last seq %d, want 1", got)
 			}
-			if got := mustAppend(t, j, "a", 3, NoEpoch, payload("a", 4), payload("a", 5)); got != 5 {
+			if got := mustAppend(t, j, "a", 3, journal.NoEpoch, payload("a", 4), payload("a", 5)); got != 5 {
 				t.Fatalf("second append: last seq %d, want 5", got)
 			}
-			if got := mustAppend(t, j, "b", 1, NoEpoch, payload("b", 2)); got != 2 {
+			if got := mustAppend(t, j, "b", 1, journal.NoEpoch, payload("b", 2)); got != 2 {
 				t.Fatalf("append b: last seq %d, want 2", got)
 			}
 
@@ -62,7 +63,7 @@ func TestAppendReplayBasics(t *testing.T) {
 					if ev.Seq != tc.wantSeqs[i] || ev.PersistenceID != tc.pid || !bytes.Equal(ev.Data, payload(tc.pid, ev.Seq)) {
 						t.Errorf("Replay(%q, %d, %d)[%d] = %+v", tc.pid, tc.from, tc.max, i, ev)
 					}
-					if ev.Written.IsZero() || ev.Epoch != NoEpoch {
+					if ev.Written.IsZero() || ev.Epoch != journal.NoEpoch {
 						t.Errorf("event %+v: want Written set and no epoch", ev)
 					}
 				}
@@ -70,7 +71,7 @@ func TestAppendReplayBasics(t *testing.T) {
 
 			// Global is the commit order: a1..a3, b1, a4, a5, b2.
 			wantOrder := []string{"a/1", "a/2", "a/3", "b/1", "a/4", "a/5", "b/2"}
-			var all []Event
+			var all []journal.Event
 			for _, pid := range []string{"a", "b"} {
 				evs, err := j.Replay(ctx, pid, 1, 0)
 				if err != nil {
@@ -108,11 +109,11 @@ func TestSeqConflict(t *testing.T) {
 	for _, impl := range journalImpls() {
 		t.Run(impl.name, func(t *testing.T) {
 			j, store := impl.open(t)
-			mustAppend(t, j, "p", 0, NoEpoch, []byte("1"), []byte("2"))
+			mustAppend(t, j, "p", 0, journal.NoEpoch, []byte("1"), []byte("2"))
 			for _, expected := range []int64{0, 1, 3, 100} {
-				_, err := j.Append(context.Background(), "p", expected, NoEpoch, [][]byte{[]byte("x")})
-				if !errors.Is(err, ErrSeqConflict) || !IsDefinite(err) {
-					t.Fatalf("Append(expected %d) error %v, want ErrSeqConflict", expected, err)
+				_, err := j.Append(context.Background(), "p", expected, journal.NoEpoch, [][]byte{[]byte("x")})
+				if !errors.Is(err, journal.ErrSeqConflict) || !journal.IsDefinite(err) {
+					t.Fatalf("Append(expected %d) error %v, want journal.ErrSeqConflict", expected, err)
 				}
 				if !strings.Contains(err.Error(), "highest is 2") {
 					t.Errorf("conflict message %q does not name the highest seq", err)
@@ -155,7 +156,7 @@ func TestConcurrentWriters(t *testing.T) {
 						for i := range data {
 							data[i] = []byte(fmt.Sprintf("w%d/a%d/e%d", w, a, i))
 						}
-						last, err := j.Append(ctx, "shared", h, NoEpoch, data)
+						last, err := j.Append(ctx, "shared", h, journal.NoEpoch, data)
 						switch {
 						case err == nil:
 							if last != h+int64(len(data)) {
@@ -165,7 +166,7 @@ func TestConcurrentWriters(t *testing.T) {
 							mu.Lock()
 							successes = append(successes, success{last, data})
 							mu.Unlock()
-						case errors.Is(err, ErrSeqConflict):
+						case errors.Is(err, journal.ErrSeqConflict):
 						default:
 							errs <- err
 							return
@@ -206,7 +207,7 @@ func TestConcurrentWriters(t *testing.T) {
 	}
 }
 
-// TestAnySeqConcurrent checks AnySeq hands out unique, increasing numbers
+// TestAnySeqConcurrent checks journal.AnySeq hands out unique, increasing numbers
 // under concurrency (it is used to allocate ids).
 func TestAnySeqConcurrent(t *testing.T) {
 	const workers, per = 8, 25
@@ -219,7 +220,7 @@ func TestAnySeqConcurrent(t *testing.T) {
 			for w := range workers {
 				wg.Go(func() {
 					for i := range per {
-						seq, err := j.Append(context.Background(), "alloc", AnySeq, NoEpoch, [][]byte{[]byte(fmt.Sprintf("%d/%d", w, i))})
+						seq, err := j.Append(context.Background(), "alloc", journal.AnySeq, journal.NoEpoch, [][]byte{[]byte(fmt.Sprintf("%d/%d", w, i))})
 						if err != nil {
 							errs <- err
 							return
@@ -269,7 +270,7 @@ func TestFencing(t *testing.T) {
 		t.Run(impl.name, func(t *testing.T) {
 			j, store := impl.open(t)
 			ctx := context.Background()
-			mustAppend(t, j, "p", 0, NoEpoch, []byte("unfenced"))
+			mustAppend(t, j, "p", 0, journal.NoEpoch, []byte("unfenced"))
 
 			e1, h, err := j.Fence(ctx, "p")
 			if err != nil || e1 != 1 || h != 1 {
@@ -282,20 +283,20 @@ func TestFencing(t *testing.T) {
 				t.Fatalf("second Fence = %d, %d, %v; want 2, 2, nil", e2, h, err)
 			}
 			_, err = j.Append(ctx, "p", 2, e1, [][]byte{[]byte("stale")})
-			if !errors.Is(err, ErrFenced) || !IsDefinite(err) {
-				t.Fatalf("append under stale epoch: %v, want ErrFenced", err)
+			if !errors.Is(err, journal.ErrFenced) || !journal.IsDefinite(err) {
+				t.Fatalf("append under stale epoch: %v, want journal.ErrFenced", err)
 			}
 			// Fencing wins over a sequence conflict too: a stale writer
 			// must learn it is stale, not retry with a fresh seq.
-			if _, err := j.Append(ctx, "p", 0, e1, [][]byte{[]byte("stale")}); !errors.Is(err, ErrFenced) {
-				t.Fatalf("stale epoch with wrong seq: %v, want ErrFenced", err)
+			if _, err := j.Append(ctx, "p", 0, e1, [][]byte{[]byte("stale")}); !errors.Is(err, journal.ErrFenced) {
+				t.Fatalf("stale epoch with wrong seq: %v, want journal.ErrFenced", err)
 			}
 			if n := eventCount(t, store); n != 2 {
 				t.Fatalf("%d events after refused appends, want 2", n)
 			}
 			mustAppend(t, j, "p", 2, e2, []byte("epoch2"))
 			mustAppend(t, j, "p", 3, e2+1, []byte("epoch3")) // newer than current: allowed
-			mustAppend(t, j, "p", 4, NoEpoch, []byte("nofence"))
+			mustAppend(t, j, "p", 4, journal.NoEpoch, []byte("nofence"))
 
 			evs, err := j.Replay(ctx, "p", 1, 0)
 			if err != nil {
@@ -349,7 +350,7 @@ func TestReplayAfterRestart(t *testing.T) {
 	s, path := openTestStore(t, false)
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(7, 7))
-	pids := []string{"alpha", "beta", "γάμμα", strings.Repeat("x", MaxPIDBytes)}
+	pids := []string{"alpha", "beta", "γάμμα", strings.Repeat("x", journal.MaxPIDBytes)}
 	highest := map[string]int64{}
 	for range 40 {
 		pid := pids[rng.IntN(len(pids))]
@@ -363,7 +364,7 @@ func TestReplayAfterRestart(t *testing.T) {
 		epoch := uint64(rng.IntN(2)) // mix unfenced and epoch 1 appends
 		highest[pid] = mustAppend(t, s, pid, highest[pid], epoch, data...)
 	}
-	before := map[string][]Event{}
+	before := map[string][]journal.Event{}
 	for _, pid := range pids {
 		evs, err := s.Replay(ctx, pid, 1, 0)
 		if err != nil {
@@ -384,7 +385,7 @@ func TestReplayAfterRestart(t *testing.T) {
 	client, _ := serveStore(t, s2)
 	for _, j := range []struct {
 		name string
-		j    Journal
+		j    journal.Journal
 	}{{"store", s2}, {"http", client}} {
 		for _, pid := range pids {
 			after, err := j.j.Replay(ctx, pid, 1, 0)
@@ -402,7 +403,7 @@ func TestReplayAfterRestart(t *testing.T) {
 		}
 	}
 	// The counter survived the restart: the next event's Global is new.
-	mustAppend(t, s2, "alpha", highest["alpha"], NoEpoch, []byte("after"))
+	mustAppend(t, s2, "alpha", highest["alpha"], journal.NoEpoch, []byte("after"))
 	checkConsistent(t, s2)
 }
 
@@ -413,7 +414,7 @@ func TestClockStampsWritten(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	mustAppend(t, s, "p", 0, NoEpoch, []byte("x"))
+	mustAppend(t, s, "p", 0, journal.NoEpoch, []byte("x"))
 	evs, err := s.Replay(context.Background(), "p", 1, 0)
 	if err != nil || len(evs) != 1 || !evs[0].Written.Equal(at) {
 		t.Fatalf("Replay = %+v, %v; want Written %v", evs, err, at)
@@ -424,7 +425,7 @@ func TestClockStampsWritten(t *testing.T) {
 // client, and that nothing is written for any of them.
 func TestInvalidInput(t *testing.T) {
 	one := [][]byte{[]byte("x")}
-	tooMany := make([][]byte, MaxAppendEvents+1)
+	tooMany := make([][]byte, journal.MaxAppendEvents+1)
 	appends := []struct {
 		name     string
 		pid      string
@@ -432,13 +433,13 @@ func TestInvalidInput(t *testing.T) {
 		data     [][]byte
 	}{
 		{"empty pid", "", 0, one},
-		{"long pid", strings.Repeat("p", MaxPIDBytes+1), 0, one},
+		{"long pid", strings.Repeat("p", journal.MaxPIDBytes+1), 0, one},
 		{"non-utf8 pid", "p\xff", 0, one},
 		{"nil events", "p", 0, nil},
 		{"no events", "p", 0, [][]byte{}},
 		{"expected seq -2", "p", -2, one},
 		{"expected seq min", "p", -1 << 63, one},
-		{"event too large", "p", 0, [][]byte{make([]byte, MaxEventBytes+1)}},
+		{"event too large", "p", 0, [][]byte{make([]byte, journal.MaxEventBytes+1)}},
 		{"too many events", "p", 0, tooMany},
 	}
 	for _, impl := range journalImpls() {
@@ -446,20 +447,20 @@ func TestInvalidInput(t *testing.T) {
 			j, store := impl.open(t)
 			ctx := context.Background()
 			for _, tc := range appends {
-				if _, err := j.Append(ctx, tc.pid, tc.expected, NoEpoch, tc.data); !errors.Is(err, ErrInvalid) {
-					t.Errorf("Append %s: %v, want ErrInvalid", tc.name, err)
+				if _, err := j.Append(ctx, tc.pid, tc.expected, journal.NoEpoch, tc.data); !errors.Is(err, journal.ErrInvalid) {
+					t.Errorf("Append %s: %v, want journal.ErrInvalid", tc.name, err)
 				}
 			}
-			if _, err := j.Replay(ctx, "", 1, 0); !errors.Is(err, ErrInvalid) {
+			if _, err := j.Replay(ctx, "", 1, 0); !errors.Is(err, journal.ErrInvalid) {
 				t.Errorf("Replay empty pid: %v", err)
 			}
-			if _, err := j.Replay(ctx, "p", 1, -1); !errors.Is(err, ErrInvalid) {
+			if _, err := j.Replay(ctx, "p", 1, -1); !errors.Is(err, journal.ErrInvalid) {
 				t.Errorf("Replay negative max: %v", err)
 			}
-			if _, _, err := j.Fence(ctx, ""); !errors.Is(err, ErrInvalid) {
+			if _, _, err := j.Fence(ctx, ""); !errors.Is(err, journal.ErrInvalid) {
 				t.Errorf("Fence empty pid: %v", err)
 			}
-			if _, err := j.Highest(ctx, ""); !errors.Is(err, ErrInvalid) {
+			if _, err := j.Highest(ctx, ""); !errors.Is(err, journal.ErrInvalid) {
 				t.Errorf("Highest empty pid: %v", err)
 			}
 			if n := eventCount(t, store); n != 0 {
@@ -467,8 +468,8 @@ func TestInvalidInput(t *testing.T) {
 			}
 
 			// The limits themselves are allowed.
-			mustAppend(t, j, strings.Repeat("p", MaxPIDBytes), 0, NoEpoch, make([]byte, MaxEventBytes))
-			mustAppend(t, j, "many", 0, NoEpoch, make([][]byte, MaxAppendEvents)...)
+			mustAppend(t, j, strings.Repeat("p", journal.MaxPIDBytes), 0, journal.NoEpoch, make([]byte, journal.MaxEventBytes))
+			mustAppend(t, j, "many", 0, journal.NoEpoch, make([][]byte, journal.MaxAppendEvents)...)
 			checkConsistent(t, store)
 		})
 	}
@@ -478,7 +479,7 @@ func TestCanceledContextWritesNothing(t *testing.T) {
 	s, _ := openTestStore(t, true)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := s.Append(ctx, "p", 0, NoEpoch, [][]byte{[]byte("x")}); !errors.Is(err, context.Canceled) {
+	if _, err := s.Append(ctx, "p", 0, journal.NoEpoch, [][]byte{[]byte("x")}); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Append with cancelled ctx: %v", err)
 	}
 	if n := eventCount(t, s); n != 0 {
@@ -498,7 +499,7 @@ func TestClosedStore(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Append(context.Background(), "p", 0, NoEpoch, [][]byte{[]byte("x")}); err == nil || IsDefinite(err) {
+	if _, err := s.Append(context.Background(), "p", 0, journal.NoEpoch, [][]byte{[]byte("x")}); err == nil || journal.IsDefinite(err) {
 		t.Fatalf("Append on closed store: %v, want an indefinite error", err)
 	}
 }
@@ -539,8 +540,8 @@ func TestFenceOnce(t *testing.T) {
 	}
 	s, _ := openTestStore(t, true)
 	for _, bad := range []string{"a b", "ä", strings.Repeat("x", 65), "x\x00"} {
-		if _, _, err := s.FenceOnce(ctx, "p", bad); !errors.Is(err, ErrInvalid) {
-			t.Errorf("token %q: %v, want ErrInvalid", bad, err)
+		if _, _, err := s.FenceOnce(ctx, "p", bad); !errors.Is(err, journal.ErrInvalid) {
+			t.Errorf("token %q: %v, want journal.ErrInvalid", bad, err)
 		}
 	}
 }

@@ -10,6 +10,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/shardtest/shardtest/protocol/journal"
+	"github.com/shardtest/shardtest/protocol/kit"
 	"hash/fnv"
 	"log/slog"
 	"strconv"
@@ -17,9 +19,7 @@ import (
 
 	"github.com/shardtest/shardtest/impl/clock"
 	"github.com/shardtest/shardtest/impl/cluster"
-	"github.com/shardtest/shardtest/impl/events"
 	"github.com/shardtest/shardtest/impl/peer"
-	"github.com/shardtest/shardtest/impl/persistence"
 )
 
 // Message is one message to an entity.
@@ -51,7 +51,7 @@ type EntityContext struct {
 	Incarnation string
 	Node        string
 	Clock       clock.Clock
-	Journal     persistence.Journal
+	Journal     journal.Journal
 	Logger      *slog.Logger
 	// Passivate asks the shard to stop this entity gracefully: messages
 	// arriving from now on are buffered and delivered to a new incarnation
@@ -148,9 +148,9 @@ type Deps struct {
 	Membership cluster.Membership
 	Peers      *peer.Client
 	Clock      clock.Clock
-	Events     *events.Log
+	Events     *kit.EventLog
 	Logger     *slog.Logger
-	Journal    persistence.Journal
+	Journal    journal.Journal
 	// Factory creates entities; nil makes the region proxy-only.
 	Factory EntityFactory
 	// ExtractShardID defaults to HashShards(NumberOfShards).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/shardtest/shardtest/protocol"
 	"slices"
 	"strings"
 	"sync"
@@ -11,7 +12,6 @@ import (
 	"time"
 
 	"github.com/shardtest/shardtest/impl/cluster"
-	"github.com/shardtest/shardtest/impl/events"
 )
 
 // Each deliberate bug is run in the scenario that exposes it: with the bug
@@ -100,9 +100,9 @@ func handOffScenario(t *testing.T, bugs Bugs) handOffOutcome {
 	n1 := c.node("n1")
 	c.setAll(allUp("n1", "n2", "n3"))
 	c.start("n3")
-	var begun events.Event
+	var begun protocol.Event
 	eventually(t, 15*time.Second, func() bool {
-		evs := eventsOf(n1.ev, events.ShardHandOffBegun)
+		evs := eventsOf(n1.ev, protocol.EventShardHandOffBegun)
 		if len(evs) == 0 {
 			return false
 		}

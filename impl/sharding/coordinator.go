@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/shardtest/shardtest/protocol"
+	"github.com/shardtest/shardtest/protocol/journal"
+	"github.com/shardtest/shardtest/protocol/kit"
 	"log/slog"
 	"maps"
 	"slices"
@@ -13,8 +16,6 @@ import (
 	"time"
 
 	"github.com/shardtest/shardtest/impl/cluster"
-	"github.com/shardtest/shardtest/impl/events"
-	"github.com/shardtest/shardtest/impl/persistence"
 	"github.com/shardtest/shardtest/impl/singleton"
 )
 
@@ -116,7 +117,7 @@ func CoordinatorFactory(s Settings, d Deps, strategy AllocationStrategy) singlet
 			return nil, errors.New("sharding coordinator: Deps.Membership, Peers, Clock and Journal are required")
 		}
 		if d.Events == nil {
-			d.Events = events.NewLog(d.Clock, 0)
+			d.Events = kit.NewEventLog(d.Clock.Now, 0)
 		}
 		if d.Logger == nil {
 			d.Logger = slog.New(slog.DiscardHandler)
@@ -142,7 +143,7 @@ func CoordinatorFactory(s Settings, d Deps, strategy AllocationStrategy) singlet
 		c.ctx, c.cancel = context.WithCancel(context.Background())
 		c.wg.Add(1)
 		go c.loop()
-		c.event(events.CoordinatorStarted, c.self, "", fmt.Sprintf("epoch %d, %d events, %d regions, %d proxies, %d shards",
+		c.event(protocol.EventCoordinatorStarted, c.self, "", fmt.Sprintf("epoch %d, %d events, %d regions, %d proxies, %d shards",
 			c.epoch, c.seq, len(c.st.Regions), len(c.st.Proxies), len(c.st.Shards)))
 		c.log.Info("coordinator started", "epoch", c.epoch, "seq", c.seq, "shards", len(c.st.Shards))
 		return c, nil
@@ -179,7 +180,7 @@ type coordinator struct {
 }
 
 func (c *coordinator) event(typ, region, shardID, detail string) {
-	c.d.Events.Append(events.Event{Type: typ, Member: region, EntityType: c.s.TypeName, Shard: shardID, Detail: detail})
+	c.d.Events.Append(protocol.Event{Type: typ, Member: region, EntityType: c.s.TypeName, Shard: shardID, Detail: detail})
 }
 
 // recover fences the journal id and replays it.
@@ -240,11 +241,11 @@ func (c *coordinator) persistLocked(ctx context.Context, evs []CoordinatorEvent)
 	}
 	switch {
 	case err == nil:
-	case errors.Is(err, persistence.ErrFenced), errors.Is(err, persistence.ErrSeqConflict):
+	case errors.Is(err, journal.ErrFenced), errors.Is(err, journal.ErrSeqConflict):
 		c.broken = err
 		c.log.Warn("coordinator is stale", "err", err)
 		return fmt.Errorf("%w: coordinator %s (epoch %d) is stale: %w", singleton.ErrInstanceFailed, c.s.TypeName, c.epoch, err)
-	case persistence.IsDefinite(err):
+	case journal.IsDefinite(err):
 		return fmt.Errorf("sharding coordinator %s: append: %w", c.s.TypeName, err)
 	default:
 		c.broken = err
@@ -340,7 +341,7 @@ func (c *coordinator) register(ctx context.Context, rr RegisterRequest) (json.Ra
 		if rr.Proxy {
 			detail = "proxy"
 		}
-		c.event(events.RegionRegistered, rr.Region, "", detail)
+		c.event(protocol.EventRegionRegistered, rr.Region, "", detail)
 		c.log.Info("region registered", "region", rr.Region, "proxy", rr.Proxy)
 	}
 	return json.Marshal(AckReply{Ack: true})
@@ -390,7 +391,7 @@ func (c *coordinator) getShardHome(ctx context.Context, gr GetShardHomeRequest) 
 	}
 	c.mu.Unlock()
 	if fresh {
-		c.event(events.ShardAllocated, home, gr.Shard, "requested by "+gr.Region)
+		c.event(protocol.EventShardAllocated, home, gr.Shard, "requested by "+gr.Region)
 		c.log.Info("shard allocated", "shard", gr.Shard, "region", home)
 	}
 	if ensure {
@@ -526,7 +527,7 @@ func (c *coordinator) terminate(region, why string) {
 		return
 	}
 	if len(evs) > 0 {
-		c.event(events.RegionTerminated, region, "", fmt.Sprintf("%s; %d shards freed", why, len(freed)))
+		c.event(protocol.EventRegionTerminated, region, "", fmt.Sprintf("%s; %d shards freed", why, len(freed)))
 		c.log.Info("region terminated", "region", region, "why", why, "shards_freed", len(freed))
 	}
 }
@@ -566,7 +567,7 @@ func (c *coordinator) startHandOff(shardID, why string) (<-chan struct{}, bool) 
 // allocates it anew). If any region does not answer, the round is
 // abandoned and the shard stays where it is: safety over progress.
 func (c *coordinator) handOff(shardID, owner string, targets []string, why string) {
-	c.event(events.ShardHandOffBegun, owner, shardID, why)
+	c.event(protocol.EventShardHandOffBegun, owner, shardID, why)
 	snap := c.d.Membership.Snapshot()
 	var wg sync.WaitGroup
 	errs := make([]error, len(targets))
@@ -608,7 +609,7 @@ func (c *coordinator) handOff(shardID, owner string, targets []string, why strin
 		c.log.Warn("could not persist shard deallocation", "shard", shardID, "err", err)
 		return
 	}
-	c.event(events.ShardRebalanced, owner, shardID, why)
+	c.event(protocol.EventShardRebalanced, owner, shardID, why)
 	c.log.Info("shard handed off", "shard", shardID, "from", owner, "why", why)
 }
 
@@ -727,7 +728,7 @@ func (c *coordinator) Stop(ctx context.Context) error {
 	case <-ctx.Done():
 		err = ctx.Err()
 	}
-	c.event(events.CoordinatorStopped, c.self, "", fmt.Sprintf("epoch %d", c.epoch))
+	c.event(protocol.EventCoordinatorStopped, c.self, "", fmt.Sprintf("epoch %d", c.epoch))
 	c.log.Info("coordinator stopped", "epoch", c.epoch)
 	return err
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/shardtest/shardtest/protocol/journal"
 	"path/filepath"
 	"testing"
 
@@ -59,7 +60,7 @@ func TestCoordinatorFenced(t *testing.T) {
 		t.Fatalf("recovered state %s (%v)", res, err)
 	}
 	_, err = call(old, OpRegister, RegisterRequest{Region: other.UID()})
-	if !errors.Is(err, singleton.ErrInstanceFailed) || !errors.Is(err, persistence.ErrFenced) {
+	if !errors.Is(err, singleton.ErrInstanceFailed) || !errors.Is(err, journal.ErrFenced) {
 		t.Fatalf("stale write: err = %v, want ErrInstanceFailed wrapping ErrFenced", err)
 	}
 	_, err = call(old, OpState, nil)

@@ -5,11 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/shardtest/shardtest/protocol"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/shardtest/shardtest/impl/events"
 )
 
 // entity runs one incarnation of an entity behind a mailbox: messages are
@@ -132,7 +131,7 @@ func (e *entity) next() (env *envelope, stop bool) {
 
 func (e *entity) event(typ, detail string) {
 	r := e.sh.r
-	r.d.Events.Append(events.Event{Type: typ, Member: r.self, EntityType: r.s.TypeName, Shard: e.sh.id,
+	r.d.Events.Append(protocol.Event{Type: typ, Member: r.self, EntityType: r.s.TypeName, Shard: e.sh.id,
 		Entity: e.id, EntityIncarnation: e.inc, Detail: detail})
 }
 
@@ -154,7 +153,7 @@ func (e *entity) run() {
 	}
 	e.inst = inst
 	e.started.Store(true)
-	e.event(events.EntityStarted, "")
+	e.event(protocol.EventEntityStarted, "")
 	e.serve()
 }
 
@@ -194,7 +193,7 @@ func (e *entity) serve() {
 	if serr := e.stop(e.inst); serr != nil {
 		detail = "stopped with error: " + serr.Error()
 	}
-	e.event(events.EntityStopped, detail)
+	e.event(protocol.EventEntityStopped, detail)
 	e.finish()
 }
 

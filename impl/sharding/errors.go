@@ -3,9 +3,9 @@ package sharding
 import (
 	"errors"
 	"fmt"
+	"github.com/shardtest/shardtest/protocol/journal"
 
 	"github.com/shardtest/shardtest/impl/peer"
-	"github.com/shardtest/shardtest/impl/persistence"
 	"github.com/shardtest/shardtest/impl/singleton"
 )
 
@@ -70,7 +70,7 @@ func IsDefinite(err error) bool {
 		errors.Is(err, ErrBadMessage), errors.Is(err, ErrEntityUnavailable), errors.Is(err, ErrRegionStopped),
 		errors.Is(err, ErrRebalanceInProgress):
 		return true
-	case peer.IsDefiniteFailure(err), persistence.IsDefinite(err), singleton.IsDefinite(err):
+	case peer.IsDefiniteFailure(err), journal.IsDefinite(err), singleton.IsDefinite(err):
 		return true
 	}
 	return false

@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/shardtest/shardtest/protocol"
+	"github.com/shardtest/shardtest/protocol/journal"
+	"github.com/shardtest/shardtest/protocol/kit"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -17,7 +20,6 @@ import (
 	"github.com/shardtest/shardtest/impl/clock"
 	"github.com/shardtest/shardtest/impl/cluster"
 	"github.com/shardtest/shardtest/impl/cluster/clustertest"
-	"github.com/shardtest/shardtest/impl/events"
 	"github.com/shardtest/shardtest/impl/peer"
 	"github.com/shardtest/shardtest/impl/persistence"
 	"github.com/shardtest/shardtest/impl/singleton"
@@ -126,7 +128,7 @@ type snode struct {
 	name    string
 	member  cluster.Member
 	mem     *fakeMembership
-	ev      *events.Log
+	ev      *kit.EventLog
 	mux     *http.ServeMux
 	srv     *httptest.Server
 	filter  *peer.Filter
@@ -143,7 +145,7 @@ func (n *snode) uid() string { return n.member.UID() }
 type scluster struct {
 	t        *testing.T
 	clock    clock.Clock
-	journal  persistence.Journal
+	journal  journal.Journal
 	settings Settings
 	entities *entityLog
 	nodes    []*snode
@@ -205,7 +207,7 @@ func newShardCluster(t *testing.T, n int, s Settings, proxyOnly ...string) *sclu
 
 func (c *scluster) addNode(name string, upNumber int64) *snode {
 	t := c.t
-	nd := &snode{name: name, mem: newFakeMembership(), ev: events.NewLog(c.clock, 0), mux: http.NewServeMux(), filter: &peer.Filter{}}
+	nd := &snode{name: name, mem: newFakeMembership(), ev: kit.NewEventLog(c.clock.Now, 0), mux: http.NewServeMux(), filter: &peer.Filter{}}
 	nd.srv = httptest.NewServer(nd.filter.Middleware(nd.mux))
 	t.Cleanup(nd.srv.Close)
 	nd.member = cluster.Member{
@@ -385,9 +387,9 @@ func (c *scluster) awaitRegistered(names ...string) {
 	}
 }
 
-func eventsOf(l *events.Log, typ string) []events.Event {
+func eventsOf(l *kit.EventLog, typ string) []protocol.Event {
 	all, _ := l.Since(0, 0)
-	var out []events.Event
+	var out []protocol.Event
 	for _, e := range all {
 		if e.Type == typ {
 			out = append(out, e)

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/shardtest/shardtest/protocol"
+	"github.com/shardtest/shardtest/protocol/kit"
 	"log/slog"
 	"net/http/httptrace"
 	"slices"
@@ -14,7 +16,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/shardtest/shardtest/impl/events"
 	"github.com/shardtest/shardtest/impl/peer"
 	"github.com/shardtest/shardtest/impl/singleton"
 )
@@ -91,7 +92,7 @@ func NewRegion(s Settings, d Deps, coordinator *singleton.Proxy) (*Region, error
 		return nil, errors.New("sharding: the coordinator proxy is required")
 	}
 	if d.Events == nil {
-		d.Events = events.NewLog(d.Clock, 0)
+		d.Events = kit.NewEventLog(d.Clock.Now, 0)
 	}
 	if d.Logger == nil {
 		d.Logger = slog.New(slog.DiscardHandler)
@@ -240,7 +241,7 @@ func (r *Region) stop() {
 		go func() {
 			defer wg.Done()
 			sh.stopNow()
-			sh.event(events.ShardStopped, "region stopped")
+			sh.event(protocol.EventShardStopped, "region stopped")
 		}()
 	}
 	wg.Wait()
@@ -348,7 +349,7 @@ func (r *Region) bufferLocked(env *envelope, front, bounded bool) error {
 		if r.buffered >= r.s.BufferSize {
 			total := r.dropped.Add(1)
 			r.log.Warn("region buffer full; dropped the incoming message", "shard", env.shard, "entity", env.msg.EntityID, "dropped_total", total)
-			r.d.Events.Append(events.Event{Type: events.BufferDropped, Member: r.self, EntityType: r.s.TypeName,
+			r.d.Events.Append(protocol.Event{Type: protocol.EventBufferDropped, Member: r.self, EntityType: r.s.TypeName,
 				Shard: env.shard, Entity: env.msg.EntityID,
 				Detail: fmt.Sprintf("buffer of %d full; dropped the incoming message (%d in total)", r.s.BufferSize, total)})
 			return fmt.Errorf("%w (buffer size %d)", ErrBufferFull, r.s.BufferSize)
@@ -633,7 +634,7 @@ func (r *Region) hostShard(shardID string) error {
 	r.local[shardID] = sh
 	delete(r.homes, shardID)
 	r.notifyLocked()
-	sh.event(events.ShardStarted, "")
+	sh.event(protocol.EventShardStarted, "")
 	return nil
 }
 
@@ -681,7 +682,7 @@ func (r *Region) handOff(shardID string) {
 	if forced > 0 {
 		detail = fmt.Sprintf("handed off; %d entities did not stop within %v and were given up", forced, r.s.HandOffTimeout)
 	}
-	sh.event(events.ShardStopped, detail)
+	sh.event(protocol.EventShardStopped, detail)
 }
 
 // localDeliver serves a forwarded message (the deliver endpoint): only to a
@@ -790,11 +791,11 @@ func (r *Region) Leave(ctx context.Context) error {
 
 // RegionStatus is a region's state as the node protocol shows it.
 type RegionStatus struct {
-	Type       string        `json:"type"`
-	Self       string        `json:"self"`
-	ProxyOnly  bool          `json:"proxy_only"`
-	Registered bool          `json:"registered"`
-	Shards     []ShardStatus `json:"shards"`
+	Type       string                 `json:"type"`
+	Self       string                 `json:"self"`
+	ProxyOnly  bool                   `json:"proxy_only"`
+	Registered bool                   `json:"registered"`
+	Shards     []protocol.ShardStatus `json:"shards"`
 	// KnownHomes counts shards whose remote home is cached.
 	KnownHomes int `json:"known_homes"`
 	// Buffered: messages waiting for a home now.
@@ -806,25 +807,11 @@ type RegionStatus struct {
 	Coordinator string `json:"coordinator,omitempty"`
 }
 
-// ShardStatus is a hosted shard.
-type ShardStatus struct {
-	ID         string         `json:"id"`
-	HandingOff bool           `json:"handing_off,omitempty"`
-	Entities   []EntityStatus `json:"entities"`
-}
-
-// EntityStatus is a running entity incarnation.
-type EntityStatus struct {
-	ID          string `json:"id"`
-	Incarnation string `json:"incarnation"`
-	Passivating bool   `json:"passivating,omitempty"`
-}
-
 // Status returns the region's state; shards and entities sorted by id.
 func (r *Region) Status() RegionStatus {
 	r.mu.Lock()
 	st := RegionStatus{Type: r.s.TypeName, Self: r.self, ProxyOnly: r.proxyOnly, Registered: r.registered,
-		KnownHomes: len(r.homes), Buffered: r.buffered, Shards: []ShardStatus{}}
+		KnownHomes: len(r.homes), Buffered: r.buffered, Shards: []protocol.ShardStatus{}}
 	locals := make([]*shard, 0, len(r.local))
 	for _, sh := range r.local {
 		locals = append(locals, sh)
@@ -832,10 +819,10 @@ func (r *Region) Status() RegionStatus {
 	r.mu.Unlock()
 	for _, sh := range locals {
 		ss := sh.status()
-		slices.SortFunc(ss.Entities, func(a, b EntityStatus) int { return strings.Compare(a.ID, b.ID) })
+		slices.SortFunc(ss.Entities, func(a, b protocol.EntityStatus) int { return strings.Compare(a.ID, b.ID) })
 		st.Shards = append(st.Shards, ss)
 	}
-	slices.SortFunc(st.Shards, func(a, b ShardStatus) int { return strings.Compare(a.ID, b.ID) })
+	slices.SortFunc(st.Shards, func(a, b protocol.ShardStatus) int { return strings.Compare(a.ID, b.ID) })
 	st.Dropped = r.dropped.Load()
 	st.Coordinator = r.coordinatorAt()
 	return st

@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/shardtest/shardtest/protocol"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/shardtest/shardtest/impl/cluster"
-	"github.com/shardtest/shardtest/impl/events"
 	"github.com/shardtest/shardtest/impl/peer"
 )
 
@@ -95,7 +95,7 @@ func TestRouting(t *testing.T) {
 	// Every entity started once and logged it.
 	started := 0
 	for _, nd := range c.nodes {
-		for _, e := range eventsOf(nd.ev, events.EntityStarted) {
+		for _, e := range eventsOf(nd.ev, protocol.EventEntityStarted) {
 			if e.EntityType != s.TypeName || e.Shard == "" || e.Entity == "" || e.EntityIncarnation == "" {
 				t.Errorf("incomplete event %+v", e)
 			}
@@ -158,7 +158,7 @@ func bufferOverflowScenario(t *testing.T, bugs Bugs) []int {
 	if st := n2.region.Status(); st.Dropped != 2 || st.Buffered != s.BufferSize {
 		t.Fatalf("status = %+v, want 2 dropped, %d buffered", st, s.BufferSize)
 	}
-	drops := eventsOf(n2.ev, events.BufferDropped)
+	drops := eventsOf(n2.ev, protocol.EventBufferDropped)
 	if len(drops) != 2 || drops[0].Entity != "buffered" || drops[0].Shard == "" {
 		t.Fatalf("BufferDropped events = %+v", drops)
 	}
@@ -242,7 +242,7 @@ func TestRebalance(t *testing.T) {
 		return true
 	})
 
-	rebalanced := eventsOf(c.node("n1").ev, events.ShardRebalanced)
+	rebalanced := eventsOf(c.node("n1").ev, protocol.EventShardRebalanced)
 	if len(rebalanced) == 0 {
 		t.Fatal("no ShardRebalanced event")
 	}
@@ -297,7 +297,7 @@ func findOverlaps(c *scluster) (overlaps []string, moved, incarnations int) {
 	for _, nd := range c.nodes {
 		all, _ := nd.ev.Since(0, 0)
 		for _, e := range all {
-			if e.Type != events.EntityStarted && e.Type != events.EntityStopped {
+			if e.Type != protocol.EventEntityStarted && e.Type != protocol.EventEntityStopped {
 				continue
 			}
 			sp := byInc[e.EntityIncarnation]
@@ -305,7 +305,7 @@ func findOverlaps(c *scluster) (overlaps []string, moved, incarnations int) {
 				sp = &span{node: nd.name, entity: e.Entity, shard: e.Shard, inc: e.EntityIncarnation}
 				byInc[e.EntityIncarnation] = sp
 			}
-			if e.Type == events.EntityStarted {
+			if e.Type == protocol.EventEntityStarted {
 				sp.start = e.Time
 			} else {
 				sp.end, sp.stopped = e.Time, true
@@ -394,7 +394,7 @@ func TestCoordinatorFailover(t *testing.T) {
 			t.Errorf("%s: incarnation %s, was %s", id, got.EntityIncarnation, rep.EntityIncarnation)
 		}
 	}
-	if len(eventsOf(c.node("n2").ev, events.CoordinatorStarted)) != 1 {
+	if len(eventsOf(c.node("n2").ev, protocol.EventCoordinatorStarted)) != 1 {
 		t.Error("no CoordinatorStarted on n2")
 	}
 }
@@ -452,7 +452,7 @@ func TestRegionDowned(t *testing.T) {
 	if waited := time.Since(downAt); waited < s.DownRemovalMargin {
 		t.Fatalf("n3's shards freed after %v, before the margin %v", waited, s.DownRemovalMargin)
 	}
-	terms := eventsOf(c.node("n1").ev, events.RegionTerminated)
+	terms := eventsOf(c.node("n1").ev, protocol.EventRegionTerminated)
 	if len(terms) != 1 || terms[0].Member != n3 {
 		t.Fatalf("RegionTerminated events = %+v", terms)
 	}
@@ -548,7 +548,7 @@ func testPassivation(t *testing.T, stopOp string) {
 	if len(incs) < 2 {
 		t.Fatalf("%d incarnations; passivation did not stop the entity", len(incs))
 	}
-	if n := len(eventsOf(c.node("n1").ev, events.EntityPassivated)); stopOp == "passivate" && n < 2 {
+	if n := len(eventsOf(c.node("n1").ev, protocol.EventEntityPassivated)); stopOp == "passivate" && n < 2 {
 		t.Fatalf("%d EntityPassivated events", n)
 	}
 	checkNoOverlap(t, c)
@@ -568,7 +568,7 @@ func TestIdlePassivation(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, 5*time.Second, func() bool {
-		return len(eventsOf(c.node("n1").ev, events.EntityStopped)) == 1
+		return len(eventsOf(c.node("n1").ev, protocol.EventEntityStopped)) == 1
 	}, "idle entity stopped")
 	second, err := c.deliver("n1", "idle", "s", 2)
 	if err != nil {

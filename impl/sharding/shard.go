@@ -2,9 +2,8 @@ package sharding
 
 import (
 	"fmt"
+	"github.com/shardtest/shardtest/protocol"
 	"sync"
-
-	"github.com/shardtest/shardtest/impl/events"
 )
 
 // shard is a shard hosted by this region: its entities by id. It exists
@@ -40,7 +39,7 @@ func newShard(r *Region, id string) *shard {
 }
 
 func (sh *shard) event(typ, detail string) {
-	sh.r.d.Events.Append(events.Event{Type: typ, Member: sh.r.self, EntityType: sh.r.s.TypeName, Shard: sh.id, Detail: detail})
+	sh.r.d.Events.Append(protocol.Event{Type: typ, Member: sh.r.self, EntityType: sh.r.s.TypeName, Shard: sh.id, Detail: detail})
 }
 
 // enqueue gives a queued envelope to its entity's mailbox, starting the
@@ -86,7 +85,7 @@ func (sh *shard) passivate(e *entity) {
 	}
 	e.passivating = true
 	sh.mu.Unlock()
-	e.event(events.EntityPassivated, "")
+	e.event(protocol.EventEntityPassivated, "")
 	e.requestStop()
 }
 
@@ -237,12 +236,12 @@ func (sh *shard) await(ents []*entity, why error) int {
 }
 
 // entityStatus lists the current entities.
-func (sh *shard) status() ShardStatus {
+func (sh *shard) status() protocol.ShardStatus {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	st := ShardStatus{ID: sh.id, HandingOff: sh.closed || sh.stopping, Entities: []EntityStatus{}}
+	st := protocol.ShardStatus{ID: sh.id, HandingOff: sh.closed || sh.stopping, Entities: []protocol.EntityStatus{}}
 	for id, e := range sh.entities {
-		st.Entities = append(st.Entities, EntityStatus{ID: id, Incarnation: e.inc, Passivating: e.passivating})
+		st.Entities = append(st.Entities, protocol.EntityStatus{ID: id, Incarnation: e.inc, Passivating: e.passivating})
 	}
 	return st
 }

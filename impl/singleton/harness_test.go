@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/shardtest/shardtest/protocol"
+	"github.com/shardtest/shardtest/protocol/journal"
+	"github.com/shardtest/shardtest/protocol/kit"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -16,9 +19,7 @@ import (
 	"github.com/shardtest/shardtest/impl/clock"
 	"github.com/shardtest/shardtest/impl/cluster"
 	"github.com/shardtest/shardtest/impl/cluster/clustertest"
-	"github.com/shardtest/shardtest/impl/events"
 	"github.com/shardtest/shardtest/impl/peer"
-	"github.com/shardtest/shardtest/impl/persistence"
 )
 
 // ---- polling and fake membership (impl/cluster/clustertest) ----
@@ -37,7 +38,7 @@ func newFakeMembership() *fakeMembership { return clustertest.NewMembership() }
 
 type fakeJournal struct {
 	mu     sync.Mutex
-	events map[string][]persistence.Event
+	events map[string][]journal.Event
 	epochs map[string]uint64
 	global uint64
 	// unavailable: every call fails with ErrUnavailable; with
@@ -47,7 +48,7 @@ type fakeJournal struct {
 }
 
 func newFakeJournal() *fakeJournal {
-	return &fakeJournal{events: map[string][]persistence.Event{}, epochs: map[string]uint64{}}
+	return &fakeJournal{events: map[string][]journal.Event{}, epochs: map[string]uint64{}}
 }
 
 func (j *fakeJournal) setUnavailable(on, applyAnyway bool) {
@@ -60,39 +61,39 @@ func (j *fakeJournal) Append(ctx context.Context, pid string, expectedSeq int64,
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if err := ctx.Err(); err != nil {
-		return 0, fmt.Errorf("%w: %w", persistence.ErrUnavailable, err)
+		return 0, fmt.Errorf("%w: %w", journal.ErrUnavailable, err)
 	}
 	if j.unavailable && !j.applyAnyway {
-		return 0, fmt.Errorf("%w: switched off", persistence.ErrUnavailable)
+		return 0, fmt.Errorf("%w: switched off", journal.ErrUnavailable)
 	}
 	if pid == "" || len(data) == 0 {
-		return 0, persistence.ErrInvalid
+		return 0, journal.ErrInvalid
 	}
-	if epoch != persistence.NoEpoch && epoch < j.epochs[pid] {
-		return 0, persistence.ErrFenced
+	if epoch != journal.NoEpoch && epoch < j.epochs[pid] {
+		return 0, journal.ErrFenced
 	}
 	evs := j.events[pid]
-	if expectedSeq != persistence.AnySeq && expectedSeq != int64(len(evs)) {
-		return 0, fmt.Errorf("%w: expected %d, have %d", persistence.ErrSeqConflict, expectedSeq, len(evs))
+	if expectedSeq != journal.AnySeq && expectedSeq != int64(len(evs)) {
+		return 0, fmt.Errorf("%w: expected %d, have %d", journal.ErrSeqConflict, expectedSeq, len(evs))
 	}
 	for _, d := range data {
 		j.global++
-		evs = append(evs, persistence.Event{PersistenceID: pid, Seq: int64(len(evs)) + 1, Global: j.global, Epoch: epoch, Data: d})
+		evs = append(evs, journal.Event{PersistenceID: pid, Seq: int64(len(evs)) + 1, Global: j.global, Epoch: epoch, Data: d})
 	}
 	j.events[pid] = evs
 	if j.unavailable {
-		return 0, fmt.Errorf("%w: answer lost", persistence.ErrUnavailable)
+		return 0, fmt.Errorf("%w: answer lost", journal.ErrUnavailable)
 	}
 	return int64(len(evs)), nil
 }
 
-func (j *fakeJournal) Replay(ctx context.Context, pid string, from int64, max int) ([]persistence.Event, error) {
+func (j *fakeJournal) Replay(ctx context.Context, pid string, from int64, max int) ([]journal.Event, error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if j.unavailable {
-		return nil, persistence.ErrUnavailable
+		return nil, journal.ErrUnavailable
 	}
-	var out []persistence.Event
+	var out []journal.Event
 	for _, e := range j.events[pid] {
 		if e.Seq >= from && (max <= 0 || len(out) < max) {
 			out = append(out, e)
@@ -105,7 +106,7 @@ func (j *fakeJournal) Fence(ctx context.Context, pid string) (uint64, int64, err
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if j.unavailable {
-		return 0, 0, persistence.ErrUnavailable
+		return 0, 0, journal.ErrUnavailable
 	}
 	j.epochs[pid]++
 	return j.epochs[pid], int64(len(j.events[pid])), nil
@@ -115,12 +116,12 @@ func (j *fakeJournal) Highest(ctx context.Context, pid string) (int64, error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if j.unavailable {
-		return 0, persistence.ErrUnavailable
+		return 0, journal.ErrUnavailable
 	}
 	return int64(len(j.events[pid])), nil
 }
 
-var _ persistence.Journal = (*fakeJournal)(nil)
+var _ journal.Journal = (*fakeJournal)(nil)
 
 // ---- test instance ----
 
@@ -249,7 +250,7 @@ func (ti *testInst) Handle(ctx context.Context, req Request) (json.RawMessage, e
 	case "fail":
 		return nil, fmt.Errorf("%w: asked to fail", ErrInstanceFailed)
 	case "fenced":
-		return nil, fmt.Errorf("append: %w", persistence.ErrFenced)
+		return nil, fmt.Errorf("append: %w", journal.ErrFenced)
 	case "panic":
 		panic("asked to panic")
 	case "bad-json":
@@ -278,7 +279,7 @@ type tnode struct {
 	name    string
 	member  cluster.Member
 	mem     *fakeMembership
-	ev      *events.Log
+	ev      *kit.EventLog
 	mgr     *Manager
 	mux     *http.ServeMux
 	srv     *httptest.Server
@@ -317,7 +318,7 @@ func newCluster(t *testing.T, n int, cfg Config, factory func(node string) Facto
 	c := &tcluster{t: t, clock: clock.Real(), byNm: map[string]*tnode{}}
 	for i := 1; i <= n; i++ {
 		name := fmt.Sprintf("n%d", i)
-		nd := &tnode{name: name, mem: newFakeMembership(), ev: events.NewLog(c.clock, 0), mux: http.NewServeMux(), filter: &peer.Filter{}}
+		nd := &tnode{name: name, mem: newFakeMembership(), ev: kit.NewEventLog(c.clock.Now, 0), mux: http.NewServeMux(), filter: &peer.Filter{}}
 		nd.srv = httptest.NewServer(nd.mux)
 		t.Cleanup(nd.srv.Close)
 		nd.member = cluster.Member{
@@ -450,9 +451,9 @@ func (c *tcluster) setAll(v view) {
 }
 
 // events returns nd's events of type typ.
-func eventsOf(l *events.Log, typ string) []events.Event {
+func eventsOf(l *kit.EventLog, typ string) []protocol.Event {
 	all, _ := l.Since(0, 0)
-	var out []events.Event
+	var out []protocol.Event
 	for _, e := range all {
 		if e.Type == typ {
 			out = append(out, e)
@@ -461,7 +462,7 @@ func eventsOf(l *events.Log, typ string) []events.Event {
 	return out
 }
 
-func hasEvent(l *events.Log, typ, detailPrefix string) bool {
+func hasEvent(l *kit.EventLog, typ, detailPrefix string) bool {
 	for _, e := range eventsOf(l, typ) {
 		if strings.HasPrefix(e.Detail, detailPrefix) {
 			return true

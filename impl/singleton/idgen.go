@@ -5,8 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-
-	"github.com/shardtest/shardtest/impl/persistence"
+	"github.com/shardtest/shardtest/protocol/journal"
 )
 
 // OpNextID is the ID generator's only operation. Its reply is IDReply.
@@ -34,12 +33,12 @@ type IDGeneratorOptions struct {
 // never handed out twice, across hand-overs and failovers. On start the
 // instance fences pid: a stale instance still running elsewhere can no
 // longer append and fails (ErrInstanceFailed) instead of handing out ids.
-func IDGenerator(j persistence.Journal, pid string) Factory {
+func IDGenerator(j journal.Journal, pid string) Factory {
 	return IDGeneratorWith(j, pid, IDGeneratorOptions{})
 }
 
 // IDGeneratorWith is IDGenerator with options.
-func IDGeneratorWith(j persistence.Journal, pid string, opts IDGeneratorOptions) Factory {
+func IDGeneratorWith(j journal.Journal, pid string, opts IDGeneratorOptions) Factory {
 	return func(ctx context.Context) (Instance, error) {
 		g := &idGen{j: j, pid: pid, opts: opts}
 		if opts.NoFencing {
@@ -60,7 +59,7 @@ func IDGeneratorWith(j persistence.Journal, pid string, opts IDGeneratorOptions)
 }
 
 type idGen struct {
-	j    persistence.Journal
+	j    journal.Journal
 	pid  string
 	opts IDGeneratorOptions
 
@@ -100,9 +99,9 @@ func (g *idGen) Handle(ctx context.Context, req Request) (json.RawMessage, error
 	last, err := g.j.Append(ctx, g.pid, g.current, g.epoch, [][]byte{data})
 	switch {
 	case err == nil:
-	case errors.Is(err, persistence.ErrFenced), errors.Is(err, persistence.ErrSeqConflict):
+	case errors.Is(err, journal.ErrFenced), errors.Is(err, journal.ErrSeqConflict):
 		return nil, fmt.Errorf("%w: id generator %s (epoch %d) is stale: %w", ErrInstanceFailed, g.pid, g.epoch, err)
-	case persistence.IsDefinite(err):
+	case journal.IsDefinite(err):
 		return nil, fmt.Errorf("id generator %s: append: %w", g.pid, err)
 	default:
 		g.reread = true
@@ -119,8 +118,8 @@ func (g *idGen) nextUnfenced(ctx context.Context) (json.RawMessage, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: encode event: %w", ErrInstanceFailed, err)
 	}
-	if _, err := g.j.Append(ctx, g.pid, persistence.AnySeq, persistence.NoEpoch, [][]byte{data}); err != nil {
-		if persistence.IsDefinite(err) {
+	if _, err := g.j.Append(ctx, g.pid, journal.AnySeq, journal.NoEpoch, [][]byte{data}); err != nil {
+		if journal.IsDefinite(err) {
 			return nil, fmt.Errorf("id generator %s: append: %w", g.pid, err)
 		}
 		return nil, fmt.Errorf("%w: id generator %s: append: %w", ErrUnknownOutcome, g.pid, err)

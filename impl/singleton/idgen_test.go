@@ -4,13 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/shardtest/shardtest/protocol"
+	"github.com/shardtest/shardtest/protocol/journal"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/shardtest/shardtest/impl/cluster"
-	"github.com/shardtest/shardtest/impl/events"
-	"github.com/shardtest/shardtest/impl/persistence"
 )
 
 const idPID = "id-generator"
@@ -57,7 +57,7 @@ func TestIDGeneratorSequenceAndFencing(t *testing.T) {
 	// A new instance (after a failover) recovers and fences the old one.
 	b := startIDGen(t, IDGenerator(j, idPID))
 	_, err := nextID(t, a)
-	if !errors.Is(err, ErrInstanceFailed) || !errors.Is(err, persistence.ErrFenced) || !IsDefinite(err) {
+	if !errors.Is(err, ErrInstanceFailed) || !errors.Is(err, journal.ErrFenced) || !IsDefinite(err) {
 		t.Fatalf("stale instance: %v, want a definite ErrInstanceFailed wrapping ErrFenced", err)
 	}
 	if got := mustNextID(t, b); got != 4 {
@@ -117,7 +117,7 @@ func TestIDGeneratorUnknownOutcome(t *testing.T) {
 func TestIDGeneratorStartFailsWhenJournalUnavailable(t *testing.T) {
 	j := newFakeJournal()
 	j.setUnavailable(true, false)
-	if _, err := IDGenerator(j, idPID)(context.Background()); !errors.Is(err, persistence.ErrUnavailable) {
+	if _, err := IDGenerator(j, idPID)(context.Background()); !errors.Is(err, journal.ErrUnavailable) {
 		t.Fatalf("start: %v", err)
 	}
 }
@@ -279,7 +279,7 @@ func TestIDGeneratorFencedInstanceRestarts(t *testing.T) {
 	if id, err := ask(); err != nil || id != 2 {
 		t.Fatalf("id after restart %d, %v", id, err)
 	}
-	if len(eventsOf(n1.ev, events.SingletonFailed)) != 1 {
+	if len(eventsOf(n1.ev, protocol.EventSingletonFailed)) != 1 {
 		t.Error("no SingletonFailed event")
 	}
 }

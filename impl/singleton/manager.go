@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/shardtest/shardtest/protocol"
+	"github.com/shardtest/shardtest/protocol/kit"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -12,7 +14,6 @@ import (
 
 	"github.com/shardtest/shardtest/impl/clock"
 	"github.com/shardtest/shardtest/impl/cluster"
-	"github.com/shardtest/shardtest/impl/events"
 	"github.com/shardtest/shardtest/impl/peer"
 )
 
@@ -106,7 +107,7 @@ type Deps struct {
 	Peers      *peer.Client
 	Clock      clock.Clock
 	// Events receives the protocol steps; nil: a private log.
-	Events *events.Log
+	Events *kit.EventLog
 	// Logger: nil discards.
 	Logger  *slog.Logger
 	Factory Factory
@@ -247,7 +248,7 @@ func NewManager(cfg Config, d Deps) (*Manager, error) {
 		return nil, errors.New("singleton: Deps.Factory is required")
 	}
 	if d.Events == nil {
-		d.Events = events.NewLog(d.Clock, 0)
+		d.Events = kit.NewEventLog(d.Clock.Now, 0)
 	}
 	if d.Logger == nil {
 		d.Logger = slog.New(slog.DiscardHandler)
@@ -412,7 +413,7 @@ func (m *Manager) selfGoing() bool {
 }
 
 func (m *Manager) event(typ, peerUID, detail string) {
-	m.d.Events.Append(events.Event{Type: typ, Member: m.selfUID(), Peer: peerUID, Singleton: m.cfg.Name, Detail: detail})
+	m.d.Events.Append(protocol.Event{Type: typ, Member: m.selfUID(), Peer: peerUID, Singleton: m.cfg.Name, Detail: detail})
 }
 
 func (m *Manager) setState(s State, partner string) {
@@ -474,7 +475,7 @@ func (m *Manager) evaluate() {
 		if !hasOldest {
 			detail = "no up member with the role"
 		}
-		m.d.Events.Append(events.Event{Type: events.OldestChanged, Member: oldestUID, Peer: m.lastOldest, Singleton: m.cfg.Name, Detail: detail})
+		m.d.Events.Append(protocol.Event{Type: protocol.EventOldestChanged, Member: oldestUID, Peer: m.lastOldest, Singleton: m.cfg.Name, Detail: detail})
 		m.lastOldest = oldestUID
 	}
 
@@ -771,7 +772,7 @@ func (m *Manager) onRunnerDone() {
 	}
 	if to := m.handOverTo; to != "" {
 		m.handOverTo = ""
-		m.event(events.HandOverDone, to, "sent: instance stopped")
+		m.event(protocol.EventHandOverDone, to, "sent: instance stopped")
 		m.send(opHandOverDone, to)
 	}
 	switch m.state {
@@ -808,7 +809,7 @@ func (m *Manager) onStateTimer() {
 			return
 		}
 		prev := m.partner
-		m.event(events.HandOverGaveUp, prev, fmt.Sprintf("no answer to HandOverToMe after %d retries; previous oldest is %s; restarting from start", m.retries, ps.Status))
+		m.event(protocol.EventHandOverGaveUp, prev, fmt.Sprintf("no answer to HandOverToMe after %d retries; previous oldest is %s; restarting from start", m.retries, ps.Status))
 		m.log.Warn("hand-over not confirmed; manager is stuck, restarting", "previous", prev, "retries", m.retries)
 		m.setState(StateStart, "")
 		m.hint = prev
@@ -818,7 +819,7 @@ func (m *Manager) onStateTimer() {
 			m.sendTakeOver()
 			return
 		}
-		m.event(events.HandOverGaveUp, m.partner, fmt.Sprintf("no HandOverToMe after %d TakeOverFromMe; stopping the instance", m.retries))
+		m.event(protocol.EventHandOverGaveUp, m.partner, fmt.Sprintf("no HandOverToMe after %d TakeOverFromMe; stopping the instance", m.retries))
 		m.log.Warn("take-over not confirmed; stopping the instance", "new_oldest", m.partner)
 		m.enterStopping(m.partner)
 	}
@@ -826,14 +827,14 @@ func (m *Manager) onStateTimer() {
 
 func (m *Manager) sendHandOverToMe() {
 	m.retries++
-	m.event(events.HandOverToMe, m.partner, fmt.Sprintf("sent (attempt %d)", m.retries))
+	m.event(protocol.EventHandOverToMe, m.partner, fmt.Sprintf("sent (attempt %d)", m.retries))
 	m.send(opHandOverToMe, m.partner)
 	m.armStateTimer(m.cfg.RetryInterval)
 }
 
 func (m *Manager) sendTakeOver() {
 	m.retries++
-	m.event(events.TakeOverFromMe, m.partner, fmt.Sprintf("sent (attempt %d)", m.retries))
+	m.event(protocol.EventTakeOverFromMe, m.partner, fmt.Sprintf("sent (attempt %d)", m.retries))
 	m.send(opTakeOverFromMe, m.partner)
 	m.armStateTimer(m.cfg.RetryInterval)
 }
@@ -881,10 +882,10 @@ func (m *Manager) onResult(res sendResult) {
 	}
 	switch res.state {
 	case answerInProgress:
-		m.event(events.HandOverInProgress, res.to, "received")
+		m.event(protocol.EventHandOverInProgress, res.to, "received")
 		m.retries = 0
 	case answerDone:
-		m.event(events.HandOverDone, res.to, "received: previous instance stopped")
+		m.event(protocol.EventHandOverDone, res.to, "received: previous instance stopped")
 		m.startOldest()
 	}
 }
@@ -896,7 +897,7 @@ func (m *Manager) onMessage(msg inMsg) string {
 	case opTakeOverFromMe:
 		return m.onTakeOverFromMe(msg.from)
 	case opHandOverDone:
-		m.event(events.HandOverDone, msg.from, "received")
+		m.event(protocol.EventHandOverDone, msg.from, "received")
 		if m.state == StateBecomingOldest && msg.from == m.partner {
 			m.startOldest()
 		}
@@ -906,13 +907,13 @@ func (m *Manager) onMessage(msg inMsg) string {
 }
 
 func (m *Manager) onHandOverToMe(from string) string {
-	m.event(events.HandOverToMe, from, "received")
+	m.event(protocol.EventHandOverToMe, from, "received")
 	inProgress := func() string {
-		m.event(events.HandOverInProgress, from, "answered")
+		m.event(protocol.EventHandOverInProgress, from, "answered")
 		return answerInProgress
 	}
 	done := func() string {
-		m.event(events.HandOverDone, from, "answered: not running here")
+		m.event(protocol.EventHandOverDone, from, "answered: not running here")
 		return answerDone
 	}
 	switch m.state {
@@ -944,7 +945,7 @@ func (m *Manager) onHandOverToMe(from string) string {
 }
 
 func (m *Manager) onTakeOverFromMe(from string) string {
-	m.event(events.TakeOverFromMe, from, "received")
+	m.event(protocol.EventTakeOverFromMe, from, "received")
 	if _, ok := m.snap.Find(from); !ok {
 		m.log.Info("ignoring TakeOverFromMe from an unknown member", "from", from)
 		return answerIgnored
@@ -964,7 +965,7 @@ func (m *Manager) onTakeOverFromMe(from string) string {
 		m.enterHandOver(from)
 	case StateOldest:
 		// Already oldest (the views disagreed): have it stop its instance.
-		m.event(events.HandOverToMe, from, "sent (confirming take-over)")
+		m.event(protocol.EventHandOverToMe, from, "sent (confirming take-over)")
 		m.send(opHandOverToMe, from)
 	default:
 		return answerIgnored

@@ -4,13 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/shardtest/shardtest/protocol"
+	"github.com/shardtest/shardtest/protocol/kit"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/shardtest/shardtest/impl/clock"
 	"github.com/shardtest/shardtest/impl/cluster"
-	"github.com/shardtest/shardtest/impl/events"
 	"github.com/shardtest/shardtest/impl/peer"
 )
 
@@ -91,7 +92,7 @@ func TestOldestStartsYoungerDoNot(t *testing.T) {
 	if st.Oldest != c.node("n1").uid() || st.Running || st.Started != 0 {
 		t.Errorf("n2 status %+v", st)
 	}
-	if ev := eventsOf(c.node("n2").ev, events.OldestChanged); len(ev) == 0 || ev[0].Member != c.node("n1").uid() {
+	if ev := eventsOf(c.node("n2").ev, protocol.EventOldestChanged); len(ev) == 0 || ev[0].Member != c.node("n1").uid() {
 		t.Errorf("n2 OldestChanged events %+v", ev)
 	}
 	res, err := c.node("n1").mgr.Handle(context.Background(), Request{Op: "echo", Payload: json.RawMessage(`"hi"`)})
@@ -107,7 +108,7 @@ func TestOldestStartsYoungerDoNot(t *testing.T) {
 }
 
 // firstEvent returns the first event of typ whose detail starts with prefix.
-func firstEvent(t *testing.T, l *events.Log, typ, prefix string) events.Event {
+func firstEvent(t *testing.T, l *kit.EventLog, typ, prefix string) protocol.Event {
 	t.Helper()
 	for _, e := range eventsOf(l, typ) {
 		if strings.HasPrefix(e.Detail, prefix) {
@@ -115,7 +116,7 @@ func firstEvent(t *testing.T, l *events.Log, typ, prefix string) events.Event {
 		}
 	}
 	t.Fatalf("no %s event with detail %q...", typ, prefix)
-	return events.Event{}
+	return protocol.Event{}
 }
 
 func TestGracefulHandOver(t *testing.T) {
@@ -153,8 +154,8 @@ func TestGracefulHandOver(t *testing.T) {
 		t.Fatalf("overlapping instances: %v", ov)
 	}
 	// Order from the event logs.
-	stopped := firstEvent(t, n1.ev, events.SingletonStopped, "")
-	started := firstEvent(t, n2.ev, events.SingletonStarted, "")
+	stopped := firstEvent(t, n1.ev, protocol.EventSingletonStopped, "")
+	started := firstEvent(t, n2.ev, protocol.EventSingletonStarted, "")
 	if started.Time.Before(stopped.Time) {
 		t.Errorf("n2 started at %v before n1 stopped at %v", started.Time, stopped.Time)
 	}
@@ -162,19 +163,19 @@ func TestGracefulHandOver(t *testing.T) {
 		t.Errorf("events %+v %+v", stopped, started)
 	}
 	// The protocol steps on both sides.
-	if e := firstEvent(t, n2.ev, events.HandOverToMe, "sent"); e.Peer != n1.uid() {
+	if e := firstEvent(t, n2.ev, protocol.EventHandOverToMe, "sent"); e.Peer != n1.uid() {
 		t.Errorf("n2 HandOverToMe peer %q", e.Peer)
 	}
-	firstEvent(t, n2.ev, events.HandOverDone, "received")
-	if e := firstEvent(t, n1.ev, events.HandOverToMe, "received"); e.Peer != n2.uid() {
+	firstEvent(t, n2.ev, protocol.EventHandOverDone, "received")
+	if e := firstEvent(t, n1.ev, protocol.EventHandOverToMe, "received"); e.Peer != n2.uid() {
 		t.Errorf("n1 HandOverToMe peer %q", e.Peer)
 	}
-	firstEvent(t, n1.ev, events.HandOverInProgress, "answered")
-	firstEvent(t, n1.ev, events.HandOverDone, "sent")
-	if done := firstEvent(t, n1.ev, events.HandOverDone, "sent"); done.Seq < stopped.Seq {
+	firstEvent(t, n1.ev, protocol.EventHandOverInProgress, "answered")
+	firstEvent(t, n1.ev, protocol.EventHandOverDone, "sent")
+	if done := firstEvent(t, n1.ev, protocol.EventHandOverDone, "sent"); done.Seq < stopped.Seq {
 		t.Error("n1 told HandOverDone before its instance stopped")
 	}
-	oc := eventsOf(n2.ev, events.OldestChanged)
+	oc := eventsOf(n2.ev, protocol.EventOldestChanged)
 	if len(oc) < 2 || oc[len(oc)-1].Member != n2.uid() {
 		t.Errorf("n2 OldestChanged %+v", oc)
 	}
@@ -213,7 +214,7 @@ func TestTakeOverAfterDown(t *testing.T) {
 			c.setView("n2", tt.others)
 			c.setView("n3", tt.others)
 			eventually(t, wait, func() bool { return running(n2) }, "n2 takes over")
-			started := firstEvent(t, n2.ev, events.SingletonStarted, "")
+			started := firstEvent(t, n2.ev, protocol.EventSingletonStarted, "")
 			if d := started.Time.Sub(t0); d < cfg.DownRemovalMargin {
 				t.Errorf("n2 started %v after seeing n1 downed, want >= %v", d, cfg.DownRemovalMargin)
 			}
@@ -221,7 +222,7 @@ func TestTakeOverAfterDown(t *testing.T) {
 			if st := n1.mgr.Status(); st.State != StateStopped || st.Running {
 				t.Errorf("n1 status %+v", st)
 			}
-			if len(eventsOf(n2.ev, events.HandOverToMe)) != 0 {
+			if len(eventsOf(n2.ev, protocol.EventHandOverToMe)) != 0 {
 				t.Error("n2 asked a downed member to hand over")
 			}
 			if ov := rec.overlapErrors(); len(ov) > 0 {
@@ -324,13 +325,13 @@ func TestHandOverRetries(t *testing.T) {
 			// n2 cannot reach n1, and sees it leaving; n1 sees nothing.
 			n2.filter.Set(peer.Rules{DropOut: []string{n1.member.GossipAddr}})
 			c.setView("n2", up.with("n1", cluster.StatusLeaving))
-			eventually(t, wait, func() bool { return len(eventsOf(n2.ev, events.HandOverGaveUp)) >= 2 },
+			eventually(t, wait, func() bool { return len(eventsOf(n2.ev, protocol.EventHandOverGaveUp)) >= 2 },
 				"n2 gives up twice")
-			e := eventsOf(n2.ev, events.HandOverGaveUp)[0]
+			e := eventsOf(n2.ev, protocol.EventHandOverGaveUp)[0]
 			if e.Peer != n1.uid() {
 				t.Errorf("gave-up event %+v", e)
 			}
-			if sent := len(eventsOf(n2.ev, events.HandOverToMe)); sent < 2*cfg.MaxHandOverRetries {
+			if sent := len(eventsOf(n2.ev, protocol.EventHandOverToMe)); sent < 2*cfg.MaxHandOverRetries {
 				t.Errorf("n2 sent %d HandOverToMe, want >= %d", sent, 2*cfg.MaxHandOverRetries)
 			}
 			if running(n2) || rec.count("n2", "start") != 0 {
@@ -362,7 +363,7 @@ func TestHandOverGivesUpThenStartsWhenPreviousUnknown(t *testing.T) {
 	// n1 never runs (its manager is not started); n2 cannot reach it.
 	n2.filter.Set(peer.Rules{DropOut: []string{n1.member.GossipAddr}})
 	c.startNode(n2)
-	eventually(t, wait, func() bool { return len(eventsOf(n2.ev, events.HandOverGaveUp)) >= 1 }, "gave up")
+	eventually(t, wait, func() bool { return len(eventsOf(n2.ev, protocol.EventHandOverGaveUp)) >= 1 }, "gave up")
 	c.setView("n2", allUp("n2"))
 	eventually(t, wait, func() bool { return running(n2) }, "n2 starts")
 }
@@ -417,10 +418,10 @@ func TestTakeOverFromMe(t *testing.T) {
 	c.setView("n1", up.with("n1", cluster.StatusLeaving))
 	eventually(t, wait, func() bool { return running(n2) }, "n2 took over")
 	eventually(t, wait, func() bool { return closed(n1.mgr.HandedOver()) }, "n1 handed over")
-	if e := firstEvent(t, n2.ev, events.TakeOverFromMe, "received"); e.Peer != n1.uid() {
+	if e := firstEvent(t, n2.ev, protocol.EventTakeOverFromMe, "received"); e.Peer != n1.uid() {
 		t.Errorf("TakeOverFromMe %+v", e)
 	}
-	firstEvent(t, n1.ev, events.TakeOverFromMe, "sent")
+	firstEvent(t, n1.ev, protocol.EventTakeOverFromMe, "sent")
 	if running(n3) {
 		t.Error("n3 runs")
 	}
@@ -450,9 +451,9 @@ func TestInstanceFailureRestarts(t *testing.T) {
 				t.Fatalf("Handle(%s) = %v, want an instance failure", op, err)
 			}
 			eventually(t, wait, func() bool { return n1.mgr.Status().Started == 2 && running(n1) }, "restarted")
-			failed := firstEvent(t, n1.ev, events.SingletonFailed, "")
-			stops := eventsOf(n1.ev, events.SingletonStopped)
-			starts := eventsOf(n1.ev, events.SingletonStarted)
+			failed := firstEvent(t, n1.ev, protocol.EventSingletonFailed, "")
+			stops := eventsOf(n1.ev, protocol.EventSingletonStopped)
+			starts := eventsOf(n1.ev, protocol.EventSingletonStarted)
 			if len(stops) != 1 || len(starts) != 2 || !(failed.Seq < stops[0].Seq && stops[0].Seq < starts[1].Seq) {
 				t.Errorf("events: failed %+v stops %+v starts %+v", failed, stops, starts)
 			}
@@ -482,7 +483,7 @@ func TestFactoryFailureRetries(t *testing.T) {
 	c.setAll(allUp("n1"))
 	c.start()
 	eventually(t, wait, func() bool { return running(n1) }, "started after failures")
-	if n := len(eventsOf(n1.ev, events.SingletonFailed)); n != 2 {
+	if n := len(eventsOf(n1.ev, protocol.EventSingletonFailed)); n != 2 {
 		t.Errorf("%d SingletonFailed, want 2", n)
 	}
 	if n1.mgr.Status().Started != 1 {
@@ -511,7 +512,7 @@ func TestStopTimeout(t *testing.T) {
 	if d := time.Since(t0); d < cfg.StopTimeout {
 		t.Errorf("gave up after %v, want >= %v", d, cfg.StopTimeout)
 	}
-	if e := firstEvent(t, n1.ev, events.SingletonStopped, ""); !strings.Contains(e.Detail, "forgotten") {
+	if e := firstEvent(t, n1.ev, protocol.EventSingletonStopped, ""); !strings.Contains(e.Detail, "forgotten") {
 		t.Errorf("stopped event %+v", e)
 	}
 	if st := n1.mgr.Status(); st.State != StateEnd || st.Running {
@@ -536,7 +537,7 @@ func TestRunShutdownStopsInstance(t *testing.T) {
 }
 
 func TestMailbox(t *testing.T) {
-	ev := events.NewLog(clock.Real(), 0)
+	ev := kit.NewEventLog(clock.Real().Now, 0)
 	type answer struct {
 		op  string
 		err error
@@ -601,7 +602,7 @@ func TestMailbox(t *testing.T) {
 		if fx.rec.count("n", "stop") != 1 {
 			t.Error("Stop not called once")
 		}
-		if e := firstEvent(t, ev, events.SingletonStopped, ""); e.Singleton != "x" || e.Member != "n@1" {
+		if e := firstEvent(t, ev, protocol.EventSingletonStopped, ""); e.Singleton != "x" || e.Member != "n@1" {
 			t.Errorf("stopped event %+v", e)
 		}
 	})

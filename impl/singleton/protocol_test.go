@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/shardtest/shardtest/protocol"
+	"github.com/shardtest/shardtest/protocol/journal"
 	"testing"
 	"time"
 
 	"github.com/shardtest/shardtest/impl/cluster"
-	"github.com/shardtest/shardtest/impl/events"
 	"github.com/shardtest/shardtest/impl/peer"
-	"github.com/shardtest/shardtest/impl/persistence"
 )
 
 func TestErrorBody(t *testing.T) {
@@ -23,7 +23,7 @@ func TestErrorBody(t *testing.T) {
 	}{
 		{"bad request", fmt.Errorf("%w: op", ErrBadRequest), 400, CodeBadRequest, peer.OutcomeFail},
 		{"not running", ErrNotRunning, 503, CodeNotRunning, peer.OutcomeFail},
-		{"fenced", fmt.Errorf("%w: %w", ErrInstanceFailed, persistence.ErrFenced), 503, CodeFailed, peer.OutcomeFail},
+		{"fenced", fmt.Errorf("%w: %w", ErrInstanceFailed, journal.ErrFenced), 503, CodeFailed, peer.OutcomeFail},
 		{"unavailable", fmt.Errorf("%w: journal", ErrUnavailable), 503, CodeUnavailable, peer.OutcomeFail},
 		{"unknown", fmt.Errorf("%w: journal", ErrUnknownOutcome), 503, CodeOutcomeUnknown, peer.OutcomeUnknown},
 		{"unknown timeout", fmt.Errorf("%w: %w", ErrUnknownOutcome, context.DeadlineExceeded), 504, CodeTimeout, peer.OutcomeUnknown},
@@ -112,11 +112,11 @@ func TestTakeOverRetriesExhausted(t *testing.T) {
 	if st := n1.mgr.Status(); st.State != StateEnd || st.Running {
 		t.Errorf("n1 status %+v", st)
 	}
-	if n := len(eventsOf(n1.ev, events.TakeOverFromMe)); n != cfg.MaxTakeOverRetries {
+	if n := len(eventsOf(n1.ev, protocol.EventTakeOverFromMe)); n != cfg.MaxTakeOverRetries {
 		t.Errorf("%d TakeOverFromMe sent, want %d", n, cfg.MaxTakeOverRetries)
 	}
-	gaveUp := firstEvent(t, n1.ev, events.HandOverGaveUp, "")
-	stopped := firstEvent(t, n1.ev, events.SingletonStopped, "")
+	gaveUp := firstEvent(t, n1.ev, protocol.EventHandOverGaveUp, "")
+	stopped := firstEvent(t, n1.ev, protocol.EventSingletonStopped, "")
 	if gaveUp.Peer != n2.uid() || gaveUp.Seq > stopped.Seq {
 		t.Errorf("gave up %+v, stopped %+v", gaveUp, stopped)
 	}

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/shardtest/shardtest/protocol"
+	"github.com/shardtest/shardtest/protocol/kit"
 	"log/slog"
 	"net/http/httptrace"
 	"sync"
@@ -14,7 +16,6 @@ import (
 
 	"github.com/shardtest/shardtest/impl/clock"
 	"github.com/shardtest/shardtest/impl/cluster"
-	"github.com/shardtest/shardtest/impl/events"
 	"github.com/shardtest/shardtest/impl/peer"
 )
 
@@ -42,7 +43,7 @@ type ProxyDeps struct {
 	Peers      *peer.Client
 	Clock      clock.Clock
 	// Events: nil, a private log.
-	Events *events.Log
+	Events *kit.EventLog
 	// Logger: nil discards.
 	Logger *slog.Logger
 	// Local is this node's manager of the singleton, if any: requests for
@@ -112,7 +113,7 @@ func NewProxy(cfg ProxyConfig, d ProxyDeps) (*Proxy, error) {
 		return nil, fmt.Errorf("singleton proxy %s: local manager is for %q", cfg.Name, d.Local.cfg.Name)
 	}
 	if d.Events == nil {
-		d.Events = events.NewLog(d.Clock, 0)
+		d.Events = kit.NewEventLog(d.Clock.Now, 0)
 	}
 	if d.Logger == nil {
 		d.Logger = slog.New(slog.DiscardHandler)
@@ -311,7 +312,7 @@ func (p *Proxy) enforceLocked() {
 		close(victim.dropped)
 		total := p.dropped.Add(1)
 		p.log.Warn("singleton proxy buffer full; dropped the oldest waiting request", "buffer_size", p.cfg.BufferSize, "dropped_total", total)
-		p.d.Events.Append(events.Event{Type: events.ProxyDropped, Singleton: p.cfg.Name,
+		p.d.Events.Append(protocol.Event{Type: protocol.EventProxyDropped, Singleton: p.cfg.Name,
 			Detail: fmt.Sprintf("buffer of %d full; dropped the oldest waiting request (%d in total)", p.cfg.BufferSize, total)})
 	}
 }

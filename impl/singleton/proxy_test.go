@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/shardtest/shardtest/protocol"
+	"github.com/shardtest/shardtest/protocol/journal"
+	"github.com/shardtest/shardtest/protocol/kit"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -15,9 +18,7 @@ import (
 
 	"github.com/shardtest/shardtest/impl/clock"
 	"github.com/shardtest/shardtest/impl/cluster"
-	"github.com/shardtest/shardtest/impl/events"
 	"github.com/shardtest/shardtest/impl/peer"
-	"github.com/shardtest/shardtest/impl/persistence"
 )
 
 func TestIsDefinite(t *testing.T) {
@@ -33,7 +34,7 @@ func TestIsDefinite(t *testing.T) {
 		{"unavailable", ErrUnavailable, true},
 		{"unknown", fmt.Errorf("%w: %w", ErrUnknownOutcome, context.DeadlineExceeded), false},
 		{"unknown wins", fmt.Errorf("%w: %w", ErrUnknownOutcome, ErrNotRunning), false},
-		{"fenced", fmt.Errorf("%w: %w", ErrInstanceFailed, persistence.ErrFenced), true},
+		{"fenced", fmt.Errorf("%w: %w", ErrInstanceFailed, journal.ErrFenced), true},
 		{"instance failed alone", ErrInstanceFailed, false},
 		{"remote fail", &peer.RemoteError{Status: 400, Body: peer.ErrorBody{Outcome: peer.OutcomeFail}}, true},
 		{"remote unknown", &peer.RemoteError{Status: 503, Body: peer.ErrorBody{Outcome: peer.OutcomeUnknown}}, false},
@@ -133,12 +134,12 @@ func TestProxyBuffersUntilSingletonRuns(t *testing.T) {
 }
 
 // lonelyProxy is a proxy whose view has no oldest, and a way to give it one.
-func lonelyProxy(t *testing.T, size int) (*Proxy, *fakeMembership, *events.Log) {
+func lonelyProxy(t *testing.T, size int) (*Proxy, *fakeMembership, *kit.EventLog) {
 	t.Helper()
 	mem := newFakeMembership()
 	self := cluster.Member{Name: "p", Incarnation: "1", UpNumber: 9, GossipAddr: "gossip-p", HTTPAddr: "127.0.0.1:1"}
 	mem.Set(cluster.Snapshot{Self: cluster.MemberState{Member: self, Status: cluster.StatusJoining}})
-	ev := events.NewLog(clock.Real(), 0)
+	ev := kit.NewEventLog(clock.Real().Now, 0)
 	p, err := NewProxy(ProxyConfig{Name: "test-singleton", BufferSize: size, RetryInterval: 5 * time.Millisecond},
 		ProxyDeps{Membership: mem, Peers: peer.NewClient("gossip-p", nil), Clock: clock.Real(), Events: ev})
 	if err != nil {
@@ -177,7 +178,7 @@ func TestProxyBufferDropsOldest(t *testing.T) {
 	if st.Dropped != 2 || st.Buffered != 2 || st.Forwarded != 0 || st.Target != "" {
 		t.Errorf("status %+v", st)
 	}
-	if n := len(eventsOf(ev, events.ProxyDropped)); n != 2 {
+	if n := len(eventsOf(ev, protocol.EventProxyDropped)); n != 2 {
 		t.Errorf("%d ProxyDropped events, want 2", n)
 	}
 	// The rest expire while only buffered: definite.

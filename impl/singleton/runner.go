@@ -4,11 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/shardtest/shardtest/protocol"
+	"github.com/shardtest/shardtest/protocol/kit"
 	"log/slog"
 	"sync"
 	"sync/atomic"
-
-	"github.com/shardtest/shardtest/impl/events"
 )
 
 // runner runs one instance behind a mailbox: requests are handled one at a
@@ -19,7 +19,7 @@ type runner struct {
 	name    string
 	self    string // member uid, for events
 	factory Factory
-	events  *events.Log
+	events  *kit.EventLog
 	log     *slog.Logger
 	started func() // called once the factory succeeded
 
@@ -57,7 +57,7 @@ type envelope struct {
 	reply chan result // buffered 1
 }
 
-func newRunner(ctx context.Context, num int, name, self string, f Factory, ev *events.Log, log *slog.Logger, started func()) *runner {
+func newRunner(ctx context.Context, num int, name, self string, f Factory, ev *kit.EventLog, log *slog.Logger, started func()) *runner {
 	r := &runner{
 		num: num, name: name, self: self, factory: f, events: ev, started: started,
 		log:  log.With("instance", num),
@@ -164,7 +164,7 @@ func (r *runner) next() *envelope {
 }
 
 func (r *runner) event(typ, detail string) {
-	r.events.Append(events.Event{Type: typ, Member: r.self, Singleton: r.name, Detail: detail})
+	r.events.Append(protocol.Event{Type: typ, Member: r.self, Singleton: r.name, Detail: detail})
 }
 
 // loop starts the instance, serves the mailbox and stops the instance.
@@ -183,7 +183,7 @@ func (r *runner) loop() {
 			r.log.Info("singleton start abandoned", "err", err)
 		} else {
 			r.log.Warn("singleton failed to start", "err", err)
-			r.event(events.SingletonFailed, fmt.Sprintf("instance %d failed to start: %v", r.num, err))
+			r.event(protocol.EventSingletonFailed, fmt.Sprintf("instance %d failed to start: %v", r.num, err))
 		}
 		r.finish(fmt.Errorf("start: %w", err), "")
 		return
@@ -193,7 +193,7 @@ func (r *runner) loop() {
 	r.mu.Unlock()
 	r.started()
 	r.log.Info("singleton started")
-	r.event(events.SingletonStarted, fmt.Sprintf("instance %d", r.num))
+	r.event(protocol.EventSingletonStarted, fmt.Sprintf("instance %d", r.num))
 
 	var failErr error
 	for {
@@ -215,7 +215,7 @@ func (r *runner) loop() {
 			r.mu.Unlock()
 			failPending(pending, "instance failed before the request's turn")
 			r.log.Warn("singleton instance failed", "err", herr)
-			r.event(events.SingletonFailed, fmt.Sprintf("instance %d: %v", r.num, herr))
+			r.event(protocol.EventSingletonFailed, fmt.Sprintf("instance %d: %v", r.num, herr))
 			break
 		}
 	}
@@ -237,7 +237,7 @@ func (r *runner) finish(failErr error, detail string) {
 		r.mu.Unlock()
 		if live {
 			r.log.Info("singleton stopped", "detail", detail)
-			r.event(events.SingletonStopped, detail)
+			r.event(protocol.EventSingletonStopped, detail)
 		}
 		close(r.done)
 	})

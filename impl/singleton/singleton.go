@@ -24,6 +24,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/shardtest/shardtest/protocol/journal"
 	"net"
 	"net/http"
 	"regexp"
@@ -31,7 +32,6 @@ import (
 
 	"github.com/shardtest/shardtest/impl/clock"
 	"github.com/shardtest/shardtest/impl/peer"
-	"github.com/shardtest/shardtest/impl/persistence"
 )
 
 // Request is one message to the singleton instance.
@@ -57,8 +57,8 @@ type Factory func(ctx context.Context) (Instance, error)
 // Errors.
 var (
 	// ErrInstanceFailed marks an instance as stale or broken: when Handle
-	// returns an error wrapping it (or persistence.ErrFenced /
-	// persistence.ErrSeqConflict), the manager stops the instance and, if
+	// returns an error wrapping it (or journal.ErrFenced /
+	// journal.ErrSeqConflict), the manager stops the instance and, if
 	// this member is still the oldest, starts a fresh one after
 	// Config.RetryInterval. On its own it says nothing about whether the
 	// failed request took effect; wrapped around a definite journal error it
@@ -96,7 +96,7 @@ func IsDefinite(err error) bool {
 	case errors.Is(err, ErrDropped), errors.Is(err, ErrNotRunning),
 		errors.Is(err, ErrBadRequest), errors.Is(err, ErrUnavailable):
 		return true
-	case persistence.IsDefinite(err), peer.IsDefiniteFailure(err):
+	case journal.IsDefinite(err), peer.IsDefiniteFailure(err):
 		return true
 	}
 	return false
@@ -105,8 +105,8 @@ func IsDefinite(err error) bool {
 // isInstanceFailure reports whether a Handle error marks the instance as
 // stale or broken.
 func isInstanceFailure(err error) bool {
-	return errors.Is(err, ErrInstanceFailed) || errors.Is(err, persistence.ErrFenced) ||
-		errors.Is(err, persistence.ErrSeqConflict)
+	return errors.Is(err, ErrInstanceFailed) || errors.Is(err, journal.ErrFenced) ||
+		errors.Is(err, journal.ErrSeqConflict)
 }
 
 // retryable reports whether a definite failure means "no instance took the

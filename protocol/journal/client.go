@@ -1,4 +1,4 @@
-package persistence
+package journal
 
 import (
 	"bytes"
@@ -14,11 +14,15 @@ import (
 	"time"
 )
 
-// Client defaults.
+// Client defaults (ClientOptions' zero values).
 const (
-	defaultClientTimeout = 5 * time.Second
-	defaultClientRetries = 3
-	defaultClientBackoff = 200 * time.Millisecond
+	// DefaultTimeout bounds each attempt.
+	DefaultTimeout = 5 * time.Second
+	// DefaultRetries is how many times a failed attempt is repeated when
+	// that is safe.
+	DefaultRetries = 3
+	// DefaultBackoff is the pause before the first retry; it doubles.
+	DefaultBackoff = 200 * time.Millisecond
 	// maxErrorBody bounds how much of an error response is read.
 	maxErrorBody = 64 << 10
 )
@@ -69,16 +73,16 @@ func NewClient(baseURL string, opts ClientOptions) *Client {
 		c.http = &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
 	}
 	if c.timeout <= 0 {
-		c.timeout = defaultClientTimeout
+		c.timeout = DefaultTimeout
 	}
 	switch {
 	case c.retries == 0:
-		c.retries = defaultClientRetries
+		c.retries = DefaultRetries
 	case c.retries < 0:
 		c.retries = 0
 	}
 	if c.backoff <= 0 {
-		c.backoff = defaultClientBackoff
+		c.backoff = DefaultBackoff
 	}
 	return c
 }
@@ -91,12 +95,12 @@ func (c *Client) CloseIdleConnections() { c.http.CloseIdleConnections() }
 func (c *Client) Append(ctx context.Context, pid string, expectedSeq int64, epoch uint64, data [][]byte) (int64, error) {
 	// Validate locally: saves a round trip and avoids shipping up to
 	// 40 GiB only to have it refused.
-	if err := validateAppend(pid, expectedSeq, data); err != nil {
+	if err := ValidateAppend(pid, expectedSeq, data); err != nil {
 		return 0, err
 	}
-	req := appendRequest{PID: pid, ExpectedSeq: &expectedSeq, Epoch: epoch, Events: data}
-	var resp appendResponse
-	if err := c.call(ctx, pathAppend, req, &resp, retryDialOnly); err != nil {
+	req := AppendRequest{PID: pid, ExpectedSeq: &expectedSeq, Epoch: epoch, Events: data}
+	var resp AppendReply
+	if err := c.call(ctx, PathAppend, req, &resp, retryDialOnly); err != nil {
 		return 0, fmt.Errorf("append %q: %w", pid, err)
 	}
 	return resp.LastSeq, nil
@@ -104,11 +108,11 @@ func (c *Client) Append(ctx context.Context, pid string, expectedSeq int64, epoc
 
 // Replay implements Journal.
 func (c *Client) Replay(ctx context.Context, pid string, from int64, max int) ([]Event, error) {
-	if err := validatePID(pid); err != nil {
+	if err := ValidatePID(pid); err != nil {
 		return nil, err
 	}
-	var resp replayResponse
-	if err := c.call(ctx, pathReplay, replayRequest{PID: pid, From: from, Max: max}, &resp, retrySafe); err != nil {
+	var resp ReplayReply
+	if err := c.call(ctx, PathReplay, ReplayRequest{PID: pid, From: from, Max: max}, &resp, retrySafe); err != nil {
 		return nil, fmt.Errorf("replay %q: %w", pid, err)
 	}
 	if resp.Events == nil {
@@ -119,14 +123,14 @@ func (c *Client) Replay(ctx context.Context, pid string, from int64, max int) ([
 
 // Fence implements Journal.
 func (c *Client) Fence(ctx context.Context, pid string) (uint64, int64, error) {
-	if err := validatePID(pid); err != nil {
+	if err := ValidatePID(pid); err != nil {
 		return 0, 0, err
 	}
 	// One token for this call, on every attempt: if an attempt is applied
 	// but its answer lost, its retry (or the lost attempt itself, arriving
 	// late) gets the same epoch back instead of fencing this very caller.
-	var resp fenceResponse
-	if err := c.call(ctx, pathFence, fenceRequest{PID: pid, Token: rand.Text()}, &resp, retrySafe); err != nil {
+	var resp FenceReply
+	if err := c.call(ctx, PathFence, FenceRequest{PID: pid, Token: rand.Text()}, &resp, retrySafe); err != nil {
 		return 0, 0, fmt.Errorf("fence %q: %w", pid, err)
 	}
 	return resp.Epoch, resp.Highest, nil
@@ -134,11 +138,11 @@ func (c *Client) Fence(ctx context.Context, pid string) (uint64, int64, error) {
 
 // Highest implements Journal.
 func (c *Client) Highest(ctx context.Context, pid string) (int64, error) {
-	if err := validatePID(pid); err != nil {
+	if err := ValidatePID(pid); err != nil {
 		return 0, err
 	}
-	var resp highestResponse
-	if err := c.call(ctx, pathHighest, pidRequest{PID: pid}, &resp, retrySafe); err != nil {
+	var resp HighestReply
+	if err := c.call(ctx, PathHighest, PIDRequest{PID: pid}, &resp, retrySafe); err != nil {
 		return 0, fmt.Errorf("highest %q: %w", pid, err)
 	}
 	return resp.Highest, nil
@@ -148,7 +152,7 @@ func (c *Client) Highest(ctx context.Context, pid string) (int64, error) {
 func (c *Client) Health(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+pathHealth, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+PathHealth, nil)
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
@@ -244,16 +248,16 @@ func (c *Client) attempt(ctx context.Context, path string, body []byte, resp any
 // proxy's 4xx or any 5xx leaves the outcome unknown.
 func statusError(resp *http.Response) *attemptError {
 	raw, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
-	var e errorResponse
+	var e ErrorBody
 	if json.Unmarshal(raw, &e) != nil || e.Code == "" {
-		e = errorResponse{Error: strings.TrimSpace(string(raw))}
+		e = ErrorBody{Error: strings.TrimSpace(string(raw))}
 	}
 	msg := fmt.Sprintf("status %d: %s", resp.StatusCode, e.Error)
-	if resp.StatusCode < 500 && e.Outcome == outcomeFail {
+	if resp.StatusCode < 500 && e.Outcome == OutcomeFail {
 		switch e.Code {
-		case codeSeqConflict:
+		case CodeSeqConflict:
 			return &attemptError{err: fmt.Errorf("%w: %s", ErrSeqConflict, msg)}
-		case codeFenced:
+		case CodeFenced:
 			return &attemptError{err: fmt.Errorf("%w: %s", ErrFenced, msg)}
 		default:
 			return &attemptError{err: fmt.Errorf("%w: %s", ErrInvalid, msg)}

@@ -45,33 +45,33 @@ type NodeEvent struct {
 	Detail            string `json:"detail,omitempty"`
 }
 
-// EventsWriter appends node events to a file; safe for concurrent use.
-// Every Write reaches the operating system before it returns.
-type EventsWriter struct {
-	mu  sync.Mutex
-	f   *os.File
-	w   *bufio.Writer
-	err error
+// jsonlWriter appends JSON lines after a header line; safe for concurrent
+// use. Every write reaches the operating system before it returns.
+type jsonlWriter struct {
+	mu   sync.Mutex
+	f    *os.File
+	w    *bufio.Writer
+	err  error
+	what string
 }
 
-// CreateEvents creates a node-events file and writes its header.
-func CreateEvents(path string) (*EventsWriter, error) {
+func createJSONL(path, what string, header any) (*jsonlWriter, error) {
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
 	if err != nil {
-		return nil, fmt.Errorf("node events: %w", err)
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
-	w := &EventsWriter{f: f, w: bufio.NewWriterSize(f, 64<<10)}
-	if err := w.line(EventsHeader{Format: EventsFormat, Version: Version}); err != nil {
+	w := &jsonlWriter{f: f, w: bufio.NewWriterSize(f, 64<<10), what: what}
+	if err := w.line(header); err != nil {
 		f.Close()
 		return nil, err
 	}
 	return w, nil
 }
 
-func (w *EventsWriter) line(v any) error {
+func (w *jsonlWriter) line(v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {
-		return fmt.Errorf("node events: encode: %w", err)
+		return fmt.Errorf("%s: encode: %w", w.what, err)
 	}
 	b = append(b, '\n')
 	if _, err := w.w.Write(b); err != nil {
@@ -85,15 +85,18 @@ func (w *EventsWriter) line(v any) error {
 	return nil
 }
 
-// Write appends events.
-func (w *EventsWriter) Write(evs ...NodeEvent) error {
+// write appends one line per value.
+func (w *jsonlWriter) write(vs ...any) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.err != nil {
 		return w.err
 	}
-	for _, e := range evs {
-		if err := w.line(e); err != nil {
+	if w.f == nil {
+		return fmt.Errorf("%s: write after close", w.what)
+	}
+	for _, v := range vs {
+		if err := w.line(v); err != nil {
 			return err
 		}
 	}
@@ -101,7 +104,7 @@ func (w *EventsWriter) Write(evs ...NodeEvent) error {
 }
 
 // Close flushes and closes the file.
-func (w *EventsWriter) Close() error {
+func (w *jsonlWriter) Close() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.f == nil {
@@ -113,6 +116,28 @@ func (w *EventsWriter) Close() error {
 	}
 	w.f = nil
 	return err
+}
+
+// EventsWriter appends node events to a file; safe for concurrent use.
+// Every Write reaches the operating system before it returns.
+type EventsWriter struct{ *jsonlWriter }
+
+// CreateEvents creates a node-events file and writes its header.
+func CreateEvents(path string) (*EventsWriter, error) {
+	w, err := createJSONL(path, "node events", EventsHeader{Format: EventsFormat, Version: Version})
+	if err != nil {
+		return nil, err
+	}
+	return &EventsWriter{w}, nil
+}
+
+// Write appends events.
+func (w *EventsWriter) Write(evs ...NodeEvent) error {
+	vs := make([]any, len(evs))
+	for i := range evs {
+		vs[i] = evs[i]
+	}
+	return w.write(vs...)
 }
 
 // Events is a node-events file read back.

@@ -10,7 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/shardtest/shardtest/harness/nodeclient"
+	"github.com/shardtest/shardtest/protocol"
+	"github.com/shardtest/shardtest/protocol/client"
 )
 
 // Cond reports whether a condition holds, and if not, why not.
@@ -34,10 +35,10 @@ func Eventually(t testing.TB, ctx context.Context, timeout time.Duration, what s
 }
 
 // Status asks the node at addr for its status, giving up after timeout.
-func Status(ctx context.Context, addr string, timeout time.Duration) (nodeclient.Status, error) {
+func Status(ctx context.Context, addr string, timeout time.Duration) (protocol.Status, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	return nodeclient.New(addr, nil).Status(ctx)
+	return client.New(addr, nil).Status(ctx)
 }
 
 // SeesUnreachable holds when the node at addr has name (any incarnation)
@@ -87,7 +88,7 @@ func SeesAllUp(addr string, names ...string) Cond {
 }
 
 // Members describes a status's members for a failure message.
-func Members(st nodeclient.Status) []string {
+func Members(st protocol.Status) []string {
 	var out []string
 	for _, m := range st.Members {
 		out = append(out, fmt.Sprintf("%s(%s,reachable=%v)", m.UID, m.Status, m.Reachable))

@@ -55,6 +55,16 @@ type Reply struct {
 	EntityIncarnation string `json:"entity_incarnation,omitempty"`
 	// Singleton instance of a singleton op: node@incarnation#instance.
 	Singleton string `json:"singleton,omitempty"`
+	// Status is the HTTP status of an error reply (fail or info): the
+	// node answered, with the protocol's error body. Absent on ok and
+	// when no reply arrived (a timeout, a lost connection).
+	Status int `json:"status,omitempty"`
+}
+
+// Answered reports whether a completion carries a reply from the node: ok,
+// or an error reply (Reply.Status). An info without one is silence.
+func (o Op) Answered() bool {
+	return o.Kind == OK || o.Reply != nil && o.Reply.Status != 0
 }
 
 // Op is one history entry.

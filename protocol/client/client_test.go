@@ -1,4 +1,4 @@
-package nodeclient
+package client
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"net/http/httptest"
 	"testing"
 	"time"
+
+	"github.com/shardtest/shardtest/protocol"
 )
 
 // A request that got no reply is a failure only when it never left: the
@@ -44,19 +46,19 @@ func TestTransportOutcomes(t *testing.T) {
 	tests := []struct {
 		name string
 		addr string
-		want Outcome
+		want protocol.Outcome
 	}{
-		{"connection refused", closed(), Fail},
-		{"no reply before the timeout", hang.Listener.Addr().String(), Unknown},
-		{"connection dropped after the request", reset.Listener.Addr().String(), Unknown},
-		{"the node says fail", failing.Listener.Addr().String(), Fail},
+		{"connection refused", closed(), protocol.Fail},
+		{"no reply before the timeout", hang.Listener.Addr().String(), protocol.Unknown},
+		{"connection dropped after the request", reset.Listener.Addr().String(), protocol.Unknown},
+		{"the node says fail", failing.Listener.Addr().String(), protocol.Fail},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 			defer cancel()
-			_, err := New(tt.addr, nil).Entity(ctx, EntityRequest{Type: "register", ID: "a", Op: "read"})
-			if got := OutcomeOf(err); got != tt.want {
+			_, err := New(tt.addr, nil).Entity(ctx, protocol.EntityRequest{Type: "register", ID: "a", Op: "read"})
+			if got := protocol.OutcomeOf(err); got != tt.want {
 				t.Fatalf("outcome %s, want %s (err %v)", got, tt.want, err)
 			}
 		})

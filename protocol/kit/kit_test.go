@@ -1,0 +1,363 @@
+package kit
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/shardtest/shardtest/protocol"
+)
+
+func TestDecodeIsStrict(t *testing.T) {
+	type req struct {
+		A int `json:"a"`
+	}
+	tests := []struct {
+		body string
+		ok   bool
+		want int
+	}{
+		{"", true, 7}, // empty: parameters left as they are
+		{"  \n", true, 7},
+		{"{}", true, 7},
+		{`{"a": 1}`, true, 1},
+		{"null", false, 0},
+		{"[]", false, 0},
+		{`"a"`, false, 0},
+		{"1", false, 0},
+		{`{"a": 1, "b": 2}`, false, 0}, // unknown field
+		{`{"a": 1} {}`, false, 0},      // trailing data
+		{`{"a": "x"}`, false, 0},
+		{`{"a": 1`, false, 0},
+		{`{"a":` + strings.Repeat(" ", MaxBody) + `1}`, false, 0},
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprintf("%.20q", tt.body), func(t *testing.T) {
+			v := req{A: 7}
+			err := DecodeJSON([]byte(tt.body), &v)
+			if (err == nil) != tt.ok {
+				t.Fatalf("err %v, want ok %v", err, tt.ok)
+			}
+			if err != nil {
+				status, body := reply(err, protocol.ServedBy{})
+				if status != http.StatusBadRequest || body.Code != protocol.CodeBadRequest || body.Outcome != protocol.Fail {
+					t.Fatalf("refused as %d %+v, want 400 bad-request fail", status, body)
+				}
+				return
+			}
+			if v.A != tt.want {
+				t.Fatalf("a = %d, want %d", v.A, tt.want)
+			}
+		})
+	}
+}
+
+// Every protocol code answers with its table's status and outcome; only a
+// code whose outcome is fail is a definite failure, and an error that is
+// not the kit's is unknown (it may have had an effect).
+func TestErrorOutcomes(t *testing.T) {
+	sb := protocol.ServedBy{Node: "n1", Incarnation: "x"}
+	for _, c := range protocol.Codes() {
+		status, body := reply(Errorf(c.Code, "because"), sb)
+		if status != c.Status || body.Outcome != c.Outcome || body.Code != c.Code || body.ServedBy != sb || body.Error != "because" {
+			t.Errorf("%s: %d %+v, want %d %s", c.Code, status, body, c.Status, c.Outcome)
+		}
+	}
+	tests := []struct {
+		name    string
+		err     error
+		status  int
+		code    string
+		outcome protocol.Outcome
+	}{
+		{"a plain error", errors.New("boom"), 504, protocol.CodeUnknownOutcome, protocol.Unknown},
+		{"a deadline", fmt.Errorf("ask: %w", context.DeadlineExceeded), 504, protocol.CodeUnknownOutcome, protocol.Unknown},
+		{"wrapped kit error", fmt.Errorf("outer: %w", Errorf(protocol.CodeDropped, "full")), 503, protocol.CodeDropped, protocol.Fail},
+		{"a custom fail", Custom(409, "my-conflict", protocol.Fail, "no"), 409, "my-conflict", protocol.Fail},
+		{"a custom code without status or outcome", &Error{Code: "mine", Message: "?"}, 504, "mine", protocol.Unknown},
+		{"a custom code with a made-up outcome", Custom(400, "mine", "maybe", "?"), 504, "mine", protocol.Unknown},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			status, body := reply(tt.err, sb)
+			if status != tt.status || body.Code != tt.code || body.Outcome != tt.outcome {
+				t.Fatalf("%d %+v, want %d %s %s", status, body, tt.status, tt.code, tt.outcome)
+			}
+		})
+	}
+}
+
+func TestEventLogKeepsTheLast(t *testing.T) {
+	l := NewEventLog(nil, 3)
+	l.SetIncarnation("a")
+	for range 5 {
+		l.Append(protocol.Event{Type: protocol.EventMemberUp})
+	}
+	tests := []struct {
+		after    uint64
+		max      int
+		wantSeqs []uint64
+	}{
+		{0, 0, []uint64{3, 4, 5}}, // the first two were forgotten
+		{3, 0, []uint64{4, 5}},
+		{3, 1, []uint64{4}},
+		{5, 0, nil},
+		{99, 0, nil},
+		{^uint64(0), 0, nil},
+	}
+	for _, tt := range tests {
+		got, last := l.Since(tt.after, tt.max)
+		if last != 5 {
+			t.Fatalf("last = %d, want 5", last)
+		}
+		var seqs []uint64
+		for _, e := range got {
+			seqs = append(seqs, e.Seq)
+			if e.Incarnation != "a" || e.Time.IsZero() {
+				t.Fatalf("event %+v not stamped", e)
+			}
+		}
+		if !slices.Equal(seqs, tt.wantSeqs) {
+			t.Errorf("Since(%d, %d) = %v, want %v", tt.after, tt.max, seqs, tt.wantSeqs)
+		}
+	}
+	select {
+	case <-l.Changed():
+		t.Fatal("changed before an append")
+	default:
+	}
+	ch := l.Changed()
+	l.Append(protocol.Event{Type: "x", Incarnation: "b"})
+	<-ch
+	if evs, _ := l.Since(5, 0); len(evs) != 1 || evs[0].Incarnation != "b" || evs[0].Seq != 6 {
+		t.Fatalf("after the append: %+v", evs)
+	}
+}
+
+func TestConfigFrom(t *testing.T) {
+	env := func(kv ...string) func(string) (string, bool) {
+		m := map[string]string{}
+		for i := 0; i+1 < len(kv); i += 2 {
+			m[kv[i]] = kv[i+1]
+		}
+		return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
+	}
+	c, err := ConfigFrom(env("SHARDTEST_NAME", "n1", "SHARDTEST_HTTP", "0.0.0.0:7500", "SHARDTEST_GOSSIP_BIND", "10.0.0.11",
+		"SHARDTEST_GOSSIP_PORT", "7946", "SHARDTEST_SEEDS", "10.0.0.11:7946, 10.0.0.12:7946", "SHARDTEST_JOURNAL", "http://10.0.0.2:7400",
+		"SHARDTEST_STABLE_AFTER", "60s", "SHARDTEST_PASSIVATE_IDLE_AFTER", "30ms"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Name != "n1" || c.GossipPort != 7946 || len(c.Seeds) != 2 || c.Seeds[1] != "10.0.0.12:7946" || c.StableAfter != time.Minute || c.PassivateIdleAfter != 30*time.Millisecond || c.Journal != "http://10.0.0.2:7400" {
+		t.Fatalf("config %+v", c)
+	}
+	for _, tt := range []struct {
+		env  []string
+		want string
+	}{
+		{[]string{"SHARDTEST_HTTP", ":1"}, "SHARDTEST_NAME is required"},
+		{[]string{"SHARDTEST_NAME", "a b", "SHARDTEST_HTTP", ":1"}, "SHARDTEST_NAME"},
+		{[]string{"SHARDTEST_NAME", "a"}, "SHARDTEST_HTTP is required"},
+		{[]string{"SHARDTEST_NAME", "a", "SHARDTEST_HTTP", "nope"}, "SHARDTEST_HTTP"},
+		{[]string{"SHARDTEST_NAME", "a", "SHARDTEST_HTTP", ":1", "SHARDTEST_GOSSIP_PORT", "x"}, "SHARDTEST_GOSSIP_PORT"},
+		{[]string{"SHARDTEST_NAME", "a", "SHARDTEST_HTTP", ":1", "SHARDTEST_SEEDS", "nohost"}, "SHARDTEST_SEEDS"},
+		{[]string{"SHARDTEST_NAME", "a", "SHARDTEST_HTTP", ":1", "SHARDTEST_STABLE_AFTER", "soon"}, "SHARDTEST_STABLE_AFTER"},
+	} {
+		if _, err := ConfigFrom(env(tt.env...)); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%v: %v, want an error naming %s", tt.env, err, tt.want)
+		}
+	}
+}
+
+// fakeNode is a small implementation on the kit: members with ages, a
+// register-only entity type, no tell, events.
+type fakeNode struct {
+	self    string
+	members []protocol.Member
+	events  *EventLog
+	entity  func(ctx context.Context, req protocol.EntityRequest) (protocol.EntityReply, error)
+}
+
+func (f *fakeNode) node() *Node {
+	return &Node{
+		Implementation: "fake",
+		Name:           "n1",
+		Incarnation:    func() string { return "inc1" },
+		View: func() View {
+			v := View{Members: f.members}
+			for _, m := range f.members {
+				if m.UID == f.self {
+					v.Self = m
+				}
+			}
+			if v.Self.UID == "" {
+				v.Self = protocol.Member{Name: "n1", Status: protocol.StatusJoining}
+			}
+			return v
+		},
+		Age:         true,
+		EntityTypes: []string{protocol.TypeRegister},
+		Entity:      f.entity,
+		ShardingStatus: func() []protocol.ShardingStatus {
+			return []protocol.ShardingStatus{{Type: protocol.TypeRegister, CoordinatorRunning: true}}
+		},
+		Coordinator: true,
+		Events:      f.events,
+	}
+}
+
+func call(t *testing.T, h http.Handler, method, path, body string) (*http.Response, []byte) {
+	t.Helper()
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	req, err := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return res, b
+}
+
+func TestHandler(t *testing.T) {
+	up := func(name string, age int64, reachable bool) protocol.Member {
+		return protocol.Member{UID: name + "@i", Name: name, Incarnation: "i", UpNumber: age, Status: protocol.StatusUp, Reachable: reachable}
+	}
+	f := &fakeNode{self: "n1@i", members: []protocol.Member{up("n1", 2, true), up("n3", 3, false), up("n2", 1, true)}, events: NewEventLog(nil, 0),
+		entity: func(ctx context.Context, req protocol.EntityRequest) (protocol.EntityReply, error) {
+			switch req.Op {
+			case "read":
+				return protocol.EntityReply{Shard: "1", Node: "n1@i", EntityIncarnation: "n1@i/1", Result: json.RawMessage(`{"value":null}`)}, nil
+			case "slow":
+				<-ctx.Done()
+				return protocol.EntityReply{}, ctx.Err()
+			case "panic":
+				panic("the entity broke")
+			}
+			return protocol.EntityReply{}, Errorf(protocol.CodeBadRequest, "unknown op %q", req.Op)
+		}}
+	n := f.node()
+	n.RequestTimeout = 50 * time.Millisecond
+	h := n.Handler()
+	if got, want := n.Capabilities(), []string{"membership", "age", "sharding", "coordinator", "events"}; !slices.Equal(got, want) {
+		t.Fatalf("capabilities %v, want %v", got, want)
+	}
+	tests := []struct {
+		name, method, path, body string
+		status                   int
+		code                     string
+		outcome                  protocol.Outcome
+	}{
+		{"status", "GET", "/v1/status", "", 200, "", ""},
+		{"an ask", "POST", "/v1/entity", `{"type":"register","id":"k","op":"read"}`, 200, "", ""},
+		{"unknown entity type", "POST", "/v1/entity", `{"type":"log","id":"k","op":"read"}`, 400, protocol.CodeBadRequest, protocol.Fail},
+		{"an id too long", "POST", "/v1/entity", `{"type":"register","id":"` + strings.Repeat("k", 257) + `","op":"read"}`, 400, protocol.CodeBadRequest, protocol.Fail},
+		{"a tell without the capability", "POST", "/v1/entity", `{"type":"register","id":"k","op":"read","mode":"tell"}`, 400, protocol.CodeBadRequest, protocol.Fail},
+		{"null body", "POST", "/v1/entity", `null`, 400, protocol.CodeBadRequest, protocol.Fail},
+		{"an unknown field", "POST", "/v1/entity", `{"type":"register","id":"k","op":"read","x":1}`, 400, protocol.CodeBadRequest, protocol.Fail},
+		{"the implementation refuses", "POST", "/v1/entity", `{"type":"register","id":"k","op":"fly"}`, 400, protocol.CodeBadRequest, protocol.Fail},
+		{"no answer in time", "POST", "/v1/entity", `{"type":"register","id":"k","op":"slow"}`, 504, protocol.CodeUnknownOutcome, protocol.Unknown},
+		{"a panic", "POST", "/v1/entity", `{"type":"register","id":"k","op":"panic"}`, 500, protocol.CodeInternal, protocol.Unknown},
+		{"no singleton capability", "POST", "/v1/singleton/next-id", `{}`, 404, protocol.CodeNotFound, protocol.Fail},
+		{"no clock capability", "POST", "/v1/admin/clock", `{}`, 404, protocol.CodeNotFound, protocol.Fail},
+		{"no such endpoint", "GET", "/v2/x", ``, 404, protocol.CodeNotFound, protocol.Fail},
+		{"wrong method", "POST", "/v1/status", ``, 405, protocol.CodeMethodNotAllowed, protocol.Fail},
+		{"events: a bad query", "GET", "/v1/events?limit=0", ``, 400, protocol.CodeBadRequest, protocol.Fail},
+		{"events: an unknown parameter", "GET", "/v1/events?since=3", ``, 400, protocol.CodeBadRequest, protocol.Fail},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			res, body := call(t, h, tt.method, tt.path, tt.body)
+			if res.StatusCode != tt.status {
+				t.Fatalf("status %d, want %d: %s", res.StatusCode, tt.status, body)
+			}
+			if res.Header.Get(protocol.NodeHeader) != "n1" || res.Header.Get(protocol.IncarnationHeader) != "inc1" {
+				t.Fatalf("served-by headers %v", res.Header)
+			}
+			var sb struct {
+				ServedBy protocol.ServedBy `json:"served_by"`
+			}
+			if err := json.Unmarshal(body, &sb); err != nil || sb.ServedBy != (protocol.ServedBy{Node: "n1", Incarnation: "inc1"}) {
+				t.Fatalf("body %s lacks served_by (%v)", body, err)
+			}
+			if tt.code == "" {
+				return
+			}
+			var eb protocol.ErrorBody
+			if err := json.Unmarshal(body, &eb); err != nil || eb.Code != tt.code || eb.Outcome != tt.outcome || eb.Error == "" {
+				t.Fatalf("error body %s, want code %s outcome %s", body, tt.code, tt.outcome)
+			}
+		})
+	}
+
+	// The status: members oldest first, the oldest up member named, the
+	// unreachable listed, coordinator_running kept (declared).
+	_, body := call(t, h, "GET", "/v1/status", "")
+	var st protocol.Status
+	if err := json.Unmarshal(body, &st); err != nil {
+		t.Fatal(err)
+	}
+	var order []string
+	for _, m := range st.Members {
+		order = append(order, m.Name)
+	}
+	if !slices.Equal(order, []string{"n2", "n1", "n3"}) || st.Oldest != "n2@i" || !slices.Equal(st.Unreachable, []string{"n3@i"}) ||
+		!st.Ready || st.Protocol != protocol.Version || len(st.Sharding) != 1 || !st.Sharding[0].CoordinatorRunning {
+		t.Fatalf("status %s", body)
+	}
+
+	// Without age nobody is older: no up_number, no oldest; without the
+	// coordinator capability no coordinator_running.
+	n2 := f.node()
+	n2.Age, n2.Without = false, []string{protocol.CapCoordinator}
+	_, body = call(t, n2.Handler(), "GET", "/v1/status", "")
+	st = protocol.Status{}
+	json.Unmarshal(body, &st)
+	if st.Oldest != "" || st.Members[0].UpNumber != 0 || st.Self.UpNumber != 0 || st.Sharding[0].CoordinatorRunning {
+		t.Fatalf("status without age: %s", body)
+	}
+
+	// Not joined: client requests are refused, definitely.
+	f.self = "nobody"
+	res, body := call(t, h, "POST", "/v1/entity", `{"type":"register","id":"k","op":"read"}`)
+	if res.StatusCode != 503 || !strings.Contains(string(body), `"not-ready"`) || !strings.Contains(string(body), `"fail"`) {
+		t.Fatalf("not joined: %d %s", res.StatusCode, body)
+	}
+}
+
+// A long poll waits for the next event and answers as soon as it comes.
+func TestEventsLongPoll(t *testing.T) {
+	f := &fakeNode{events: NewEventLog(nil, 0)}
+	h := f.node().Handler()
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	go func() {
+		time.Sleep(100 * time.Millisecond)
+		f.events.Append(protocol.Event{Type: protocol.EventMemberUp})
+	}()
+	start := time.Now()
+	res, err := http.Get(srv.URL + "/v1/events?after=0&wait_ms=5000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var r protocol.EventsReply
+	if err := json.NewDecoder(res.Body).Decode(&r); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); len(r.Events) != 1 || r.Last != 1 || took > 4*time.Second {
+		t.Fatalf("events %+v after %v", r, took)
+	}
+}
