@@ -35,6 +35,6 @@ func newRootCmd() *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.AddCommand(newRunCmd(), newCheckCmd(), newNodeCmd(), newJournalCmd(), newClusterCmd(), newCleanupCmd(), newServeCmd(), newListCmd())
-	root.AddCommand(newNetCmd(), newDetectCmd(), newTestAllCmd())
+	root.AddCommand(newNetCmd(), newDetectCmd(), newTestAllCmd(), newConformCmd())
 	return root
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"path"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -215,4 +216,45 @@ func suiteOf(r Run) junitSuite {
 // milliseconds.
 func seconds(d time.Duration) string {
 	return strconv.FormatFloat(max(d, 0).Seconds(), 'f', 3, 64)
+}
+
+// Case is one testcase of a plain suite (WriteCases): passed, failed with
+// a message, or skipped with one.
+type Case struct {
+	Name string
+	// Failure, when set, is why it failed; Skipped why it did not apply.
+	Failure, Skipped string
+	// Text is the failure's detail; Out what the case printed.
+	Text, Out string
+}
+
+// WriteCases writes one <testsuite> of cases, with properties (sorted by
+// name), for a check that is not a run (shardtest conform's rules).
+func WriteCases(w io.Writer, name string, props map[string]string, cases []Case, took time.Duration) error {
+	s := junitSuite{Name: name, Time: seconds(took), Props: &junitProps{}}
+	keys := make([]string, 0, len(props))
+	for k := range props {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		s.Props.Props = append(s.Props.Props, junitProp{k, props[k]})
+	}
+	for _, c := range cases {
+		tc := junitCase{Name: c.Name, Classname: "shardtest." + name}
+		switch {
+		case c.Failure != "":
+			tc.Failure = &junitProblem{Message: c.Failure, Type: "failed", Text: c.Text}
+			s.Failures++
+		case c.Skipped != "":
+			tc.Skipped = &junitProblem{Message: c.Skipped}
+			s.Skipped++
+		}
+		if c.Out != "" {
+			tc.SystemOut = &junitCharData{c.Out}
+		}
+		s.Cases = append(s.Cases, tc)
+		s.Tests++
+	}
+	return writeXML(w, s)
 }

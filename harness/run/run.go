@@ -744,7 +744,11 @@ func harnessVersion() string {
 
 // runID derives a run id from the test name and start time: letters,
 // digits, '.', '_' and '-' only, at most 40 characters.
-func runID(name string, start time.Time) string {
+func runID(name string, start time.Time) string { return RunID(name, start) }
+
+// RunID derives a run id from a name and a start time: letters, digits,
+// ".", "_" and "-" only, at most 40 characters (Docker labels and names).
+func RunID(name string, start time.Time) string {
 	clean := []byte{}
 	for _, c := range []byte(name) {
 		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.' {

@@ -1,0 +1,321 @@
+package conform
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/shardtest/shardtest/harness/local"
+	"github.com/shardtest/shardtest/internal/testbin"
+	"github.com/shardtest/shardtest/protocol"
+	"github.com/shardtest/shardtest/protocol/kit"
+)
+
+// fakeCluster is a small implementation of shardtest/1 built on the kit: n
+// members with ages, one register entity type kept in a map all members
+// share (so it reads back everywhere), events. Each test breaks it in one
+// way and expects conform to name the rule that way breaks.
+type fakeCluster struct {
+	mu       sync.Mutex
+	values   map[string]int64
+	perNode  bool             // each node keeps its own values: no read-back
+	local    []map[string]int64
+	ages     func(i int) int64 // up_number of member i
+	plainBad bool              // an unknown op is a plain error (unknown outcome)
+	servers  []*httptest.Server
+}
+
+func (f *fakeCluster) start(t *testing.T, n int, wrap func(i int, h http.Handler) http.Handler) []Node {
+	t.Helper()
+	f.values = map[string]int64{}
+	if f.ages == nil {
+		f.ages = func(i int) int64 { return int64(i + 1) }
+	}
+	members := func() []protocol.Member {
+		var out []protocol.Member
+		for i := range n {
+			name := fmt.Sprintf("n%d", i+1)
+			out = append(out, protocol.Member{UID: name + "@inc", Name: name, Incarnation: "inc", UpNumber: f.ages(i), Status: protocol.StatusUp, Reachable: true})
+		}
+		return out
+	}
+	var nodes []Node
+	for i := range n {
+		f.local = append(f.local, map[string]int64{})
+		name := fmt.Sprintf("n%d", i+1)
+		events := kit.NewEventLog(nil, 0)
+		events.SetIncarnation("inc")
+		events.Append(protocol.Event{Type: protocol.EventMemberUp, Member: name + "@inc"})
+		incs := map[string]string{}
+		kn := &kit.Node{
+			Implementation: "fake",
+			Name:           name,
+			Incarnation:    func() string { return "inc" },
+			View: func() kit.View {
+				ms := members()
+				return kit.View{Self: ms[i], Members: ms}
+			},
+			Age:         true,
+			EntityTypes: []string{protocol.TypeRegister},
+			Entity: func(ctx context.Context, req protocol.EntityRequest) (protocol.EntityReply, error) {
+				f.mu.Lock()
+				defer f.mu.Unlock()
+				vals := f.values
+				if f.perNode {
+					vals = f.local[i]
+				}
+				incs[req.ID] = name + "@inc/" + req.ID
+				rep := protocol.EntityReply{Node: name + "@inc", EntityIncarnation: incs[req.ID]}
+				cur, set := vals[req.ID]
+				result := func(ok *bool) json.RawMessage {
+					r := protocol.RegisterResult{OK: ok}
+					if v, set := vals[req.ID]; set {
+						r.Value = &v
+					}
+					b, _ := json.Marshal(r)
+					return b
+				}
+				switch req.Op {
+				case protocol.OpRead:
+					rep.Result = result(nil)
+				case protocol.OpWrite:
+					var w protocol.RegisterWrite
+					if err := kit.DecodeJSON(req.Payload, &w); err != nil {
+						return rep, err
+					}
+					vals[req.ID] = w.Value
+					rep.Result = result(nil)
+				case protocol.OpCAS:
+					var c protocol.RegisterCAS
+					if err := kit.DecodeJSON(req.Payload, &c); err != nil {
+						return rep, err
+					}
+					ok := (c.Expect == nil && !set) || (c.Expect != nil && set && *c.Expect == cur)
+					if ok {
+						vals[req.ID] = c.Value
+					}
+					rep.Result = result(&ok)
+				default:
+					if f.plainBad {
+						return rep, fmt.Errorf("no op %q", req.Op)
+					}
+					return rep, kit.Errorf(protocol.CodeBadRequest, "no op %q", req.Op)
+				}
+				return rep, nil
+			},
+			ShardingStatus: func() []protocol.ShardingStatus {
+				f.mu.Lock()
+				defer f.mu.Unlock()
+				sh := protocol.ShardStatus{ID: "", Entities: []protocol.EntityStatus{}}
+				for id, inc := range incs {
+					sh.Entities = append(sh.Entities, protocol.EntityStatus{ID: id, Incarnation: inc})
+				}
+				return []protocol.ShardingStatus{{Type: protocol.TypeRegister, Region: protocol.RegionStatus{Shards: []protocol.ShardStatus{sh}}}}
+			},
+			Events: events,
+		}
+		h := kn.Handler()
+		if wrap != nil {
+			h = wrap(i, h)
+		}
+		srv := httptest.NewServer(h)
+		t.Cleanup(srv.Close)
+		f.servers = append(f.servers, srv)
+		nodes = append(nodes, Node{Name: name, Addr: strings.TrimPrefix(srv.URL, "http://")})
+	}
+	return nodes
+}
+
+// verdicts maps rule names to verdicts.
+func verdicts(rep Report) map[string]Result {
+	out := map[string]Result{}
+	for _, r := range rep.Results {
+		out[r.Rule] = r
+	}
+	return out
+}
+
+func TestConformNamesTheBrokenRule(t *testing.T) {
+	tests := []struct {
+		name   string
+		setup  func(f *fakeCluster)
+		wrap   func(i int, h http.Handler) http.Handler
+		broken string // "" : every applicable rule passes
+	}{
+		{name: "a correct implementation on the kit"},
+		{name: "a proxy strips the served-by headers", broken: "served-by-everywhere",
+			wrap: func(_ int, h http.Handler) http.Handler {
+				return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					h.ServeHTTP(headerless{w}, r)
+				})
+			}},
+		{name: "two members share an age", broken: "members-oldest-first",
+			setup: func(f *fakeCluster) { f.ages = func(int) int64 { return 7 } }},
+		{name: "an unknown op answered as unknown outcome", broken: "entity-bad-requests",
+			setup: func(f *fakeCluster) { f.plainBad = true }},
+		{name: "each node keeps its own state", broken: "read-back-everywhere",
+			setup: func(f *fakeCluster) { f.perNode = true }},
+		{name: "events with a gap", broken: "events-consecutive",
+			wrap: func(i int, h http.Handler) http.Handler {
+				name := fmt.Sprintf("n%d", i+1)
+				return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					if r.URL.Path != "/v1/events" || r.URL.Query().Get("after") != "0" || r.URL.Query().Get("wait_ms") != "" {
+						h.ServeHTTP(w, r)
+						return
+					}
+					w.Header().Set(protocol.NodeHeader, name)
+					w.Header().Set(protocol.IncarnationHeader, "inc")
+					json.NewEncoder(w).Encode(protocol.EventsReply{ServedBy: protocol.ServedBy{Node: name, Incarnation: "inc"},
+						Events: []protocol.Event{{Seq: 1, Incarnation: "inc", Type: "member-up"}, {Seq: 3, Incarnation: "inc", Type: "member-up"}}, Last: 3})
+				})
+			}},
+		{name: "declares a capability it does not serve", broken: "clock",
+			wrap: func(_ int, h http.Handler) http.Handler {
+				return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					if r.URL.Path != "/v1/capabilities" || r.Method != http.MethodGet {
+						h.ServeHTTP(w, r)
+						return
+					}
+					rec := httptest.NewRecorder()
+					h.ServeHTTP(rec, r)
+					var c protocol.Capabilities
+					json.Unmarshal(rec.Body.Bytes(), &c)
+					c.Capabilities = append(c.Capabilities, protocol.CapClock)
+					for k, v := range rec.Header() {
+						w.Header()[k] = v
+					}
+					json.NewEncoder(w).Encode(c)
+				})
+			}},
+		{name: "a node that holds a request too long", broken: "answers-in-time",
+			wrap: func(i int, h http.Handler) http.Handler {
+				var once sync.Once
+				return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					if i == 1 && r.URL.Path == "/v1/entity" {
+						once.Do(func() { time.Sleep(AnswerLimit + 500*time.Millisecond) })
+					}
+					h.ServeHTTP(w, r)
+				})
+			}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			f := &fakeCluster{}
+			if tt.setup != nil {
+				tt.setup(f)
+			}
+			rep := Run(context.Background(), f.start(t, 2, tt.wrap))
+			got := verdicts(rep)
+			for _, r := range rep.Results {
+				if r.Verdict == Fail && r.Rule != tt.broken && !(tt.broken != "" && alsoBreaks(tt.broken, r.Rule)) {
+					t.Errorf("rule %s failed too: %s", r.Rule, r.Detail)
+				}
+			}
+			if tt.broken == "" {
+				if !rep.OK() {
+					t.Fatalf("a correct implementation failed: %+v", rep)
+				}
+				return
+			}
+			if r := got[tt.broken]; r.Verdict != Fail || r.Detail == "" {
+				t.Fatalf("rule %s: %s %q, want it failed with the reason", tt.broken, r.Verdict, r.Detail)
+			}
+			if rep.OK() {
+				t.Fatal("the report is OK with a failed rule")
+			}
+		})
+	}
+}
+
+// alsoBreaks lists the rules one breakage is allowed to take down with it.
+func alsoBreaks(broken, rule string) bool {
+	switch broken {
+	case "clock":
+		// An endpoint declared but not served fails every rule that
+		// sends it something.
+		return rule == "errors-are-definite" || rule == "unknown-fields-refused" || rule == "non-object-bodies-refused"
+	}
+	return false
+}
+
+// headerless drops the served-by headers a handler sets.
+type headerless struct{ http.ResponseWriter }
+
+func (h headerless) WriteHeader(status int) {
+	h.Header().Del(protocol.NodeHeader)
+	h.Header().Del(protocol.IncarnationHeader)
+	h.ResponseWriter.WriteHeader(status)
+}
+
+func (h headerless) Write(b []byte) (int, error) {
+	h.Header().Del(protocol.NodeHeader)
+	h.Header().Del(protocol.IncarnationHeader)
+	return h.ResponseWriter.Write(b)
+}
+
+// conformBasePort is this package's port range: 27400..27799 (each
+// package's tests have their own, so packages tested in parallel do not
+// collide).
+const conformBasePort = 27400
+
+// The reference node passes every rule; started without some
+// capabilities, it still conforms, and their endpoints are shown to 404.
+func TestConformReferenceNode(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real nodes")
+	}
+	binary, cleanup, err := testbin.Build("shardtest-conform-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cleanup()
+	for k, tt := range []struct {
+		name    string
+		args    []string
+		nodes   int
+		applies string // a rule that must pass (not skip)
+	}{
+		{"every capability", nil, 3, "members-oldest-first"},
+		{"without events, clock, age and coordinator", []string{"--without-capabilities=events,clock,age,coordinator"}, 2, "undeclared-capabilities-404"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			defer cancel()
+			cl, err := local.Start(ctx, local.Options{Binary: binary, Nodes: tt.nodes, BasePort: conformBasePort + 200*k, Dir: dir, NodeArgs: tt.args})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cl.Stop()
+			var nodes []Node
+			for _, n := range cl.NodeList() {
+				nodes = append(nodes, Node{Name: n.Name, Addr: n.HTTPAddr})
+			}
+			rep := Run(ctx, nodes)
+			for _, r := range rep.Results {
+				if r.Verdict == Fail {
+					t.Errorf("%s failed: %s", r.Rule, r.Detail)
+				}
+			}
+			if r := verdicts(rep)[tt.applies]; r.Verdict != Pass {
+				t.Errorf("%s: %s %s, want pass", tt.applies, r.Verdict, r.Detail)
+			}
+			if t.Failed() {
+				logs, _ := filepath.Glob(filepath.Join(dir, "*.log"))
+				for _, l := range logs {
+					b, _ := os.ReadFile(l)
+					t.Logf("%s:\n%s", l, b)
+				}
+			}
+		})
+	}
+}
