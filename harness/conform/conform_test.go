@@ -26,7 +26,7 @@ import (
 type fakeCluster struct {
 	mu       sync.Mutex
 	values   map[string]int64
-	perNode  bool             // each node keeps its own values: no read-back
+	perNode  bool // each node keeps its own values: no read-back
 	local    []map[string]int64
 	ages     func(i int) int64 // up_number of member i
 	plainBad bool              // an unknown op is a plain error (unknown outcome)
