@@ -98,6 +98,7 @@ func (AppendLog) Check(ctx context.Context, h *history.File, _ string) Result {
 				sure++
 			}
 		}
+		before := len(violations)
 		log, ok := lastRead[ent]
 		if !ok {
 			for _, w := range ws {
@@ -151,6 +152,10 @@ func (AppendLog) Check(ctx context.Context, h *history.File, _ string) Result {
 				violations = append(violations, fmt.Sprintf("%s: append {client %s, seq %d} (#%d) completed before {client %s, seq %d} (#%d) was sent, yet comes after it in the log",
 					ent, latestW.e.Client, latestW.e.Seq, latestW.inv, b.e.Client, b.e.Seq, b.inv))
 			}
+		}
+		if len(violations) > before {
+			// The read that shows a violation proves it once it completed.
+			res.proven(lastReadAt[ent])
 		}
 	}
 	res.Evidence = append(res.Evidence, truncatedNote(h)...)

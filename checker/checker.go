@@ -14,6 +14,7 @@ package checker
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/shardtest/shardtest/history"
 )
@@ -44,6 +45,68 @@ type Result struct {
 	// Files are written by the checker (e.g. porcupine visualizations),
 	// relative to the output directory.
 	Files []string `json:"files,omitempty"`
+	// FirstViolation is, for invalid, the earliest time (history clock,
+	// ns) by which the history proves a violation: the completion that
+	// completes the proof. 0: not known.
+	FirstViolation int64 `json:"first_violation_ns,omitempty"`
+	// Detection says how long after the last fault took effect the first
+	// violation was proven (set by Detect).
+	Detection *Detection `json:"detection,omitempty"`
+}
+
+// proven notes a violation proven by time t (the earliest one is kept).
+func (r *Result) proven(t int64) {
+	if t > 0 && (r.FirstViolation == 0 || t < r.FirstViolation) {
+		r.FirstViolation = t
+	}
+}
+
+// Detection is the time from the last fault's effect to the first proven
+// violation: how long the checker needed the history to run on to show
+// what the fault did.
+type Detection struct {
+	// Fault is the last fault that took effect at or before the
+	// violation, FaultAt when (ns); empty when none had.
+	Fault   string `json:"fault,omitempty"`
+	FaultAt int64  `json:"fault_at_ns,omitempty"`
+	// At is the first proven violation (ns) and After = At - FaultAt.
+	At    int64         `json:"at_ns"`
+	After time.Duration `json:"after_ns,omitempty"`
+}
+
+// String says it for people.
+func (d Detection) String() string {
+	at := time.Duration(d.At).Round(time.Millisecond)
+	if d.Fault == "" {
+		return fmt.Sprintf("first violation proven at %v, before any fault took effect", at)
+	}
+	return fmt.Sprintf("first violation proven at %v, %v after %s took effect (at %v)", at, d.After.Round(time.Millisecond), d.Fault, time.Duration(d.FaultAt).Round(time.Millisecond))
+}
+
+// Detect sets the Detection of every invalid result that knows its first
+// violation: the time from the last fault (an inject that took effect,
+// not a failed one) at or before it.
+func Detect(results []Result, h *history.File) {
+	spans, _ := history.Faults(h.Ops)
+	for i := range results {
+		r := &results[i]
+		if r.Verdict != Invalid || r.FirstViolation <= 0 {
+			continue
+		}
+		d := &Detection{At: r.FirstViolation}
+		for _, s := range spans {
+			if s.Failed() || s.Inject.At > r.FirstViolation {
+				continue
+			}
+			if d.Fault == "" || s.Inject.At >= d.FaultAt {
+				d.Fault, d.FaultAt = s.Fault(), s.Inject.At
+			}
+		}
+		if d.Fault != "" {
+			d.After = time.Duration(d.At - d.FaultAt)
+		}
+		r.Detection = d
+	}
 }
 
 // Checker checks one property of a history. Check writes any files under

@@ -50,6 +50,7 @@ func (Delivery) Check(ctx context.Context, h *history.File, _ string) Result {
 	unsettled := map[string]bool{}
 	lastRead := map[string][]protocol.LogEntry{}
 	readCall := map[string]int64{}
+	readDone := map[string]int64{} // completion of the read in lastRead
 	var bad, violations []string
 	for _, pr := range p.pairs {
 		inv := h.Ops[pr.inv]
@@ -101,7 +102,7 @@ func (Delivery) Check(ctx context.Context, h *history.File, _ string) Result {
 				continue
 			}
 			if inv.Time >= readCall[inv.Entity] {
-				lastRead[inv.Entity], readCall[inv.Entity] = entries, inv.Time
+				lastRead[inv.Entity], readCall[inv.Entity], readDone[inv.Entity] = entries, inv.Time, comp.Time
 			}
 		}
 	}
@@ -125,10 +126,12 @@ func (Delivery) Check(ctx context.Context, h *history.File, _ string) Result {
 			case !ok:
 				if count[k] == 1 {
 					violations = append(violations, fmt.Sprintf("%s: {client %s, seq %d} is in the log but was never sent", l, e.Client, e.Seq))
+					res.proven(readDone[l])
 				}
 			case "log/"+s.m.To != l:
 				if count[k] == 1 {
 					violations = append(violations, fmt.Sprintf("%s: {client %s, seq %d} (send #%d) was sent to %s", l, e.Client, e.Seq, s.inv, s.m.To))
+					res.proven(readDone[l])
 				}
 			}
 		}
@@ -151,10 +154,12 @@ func (Delivery) Check(ctx context.Context, h *history.File, _ string) Result {
 		log := "log/" + s.m.To
 		if s.kind == history.Fail && n > 0 {
 			violations = append(violations, fmt.Sprintf("%s: {client %s, seq %d}: the send (#%d) definitely failed, yet the log has it %d times", log, k.client, k.seq, s.inv, n))
+			res.proven(readDone[log])
 		}
 		if n > 1 {
 			if s.m.Dedup {
 				violations = append(violations, fmt.Sprintf("%s: {client %s, seq %d} (send #%d, de-duplicated) is in the log %d times: not effectively once", log, k.client, k.seq, s.inv, n))
+				res.proven(readDone[log])
 			} else {
 				duplicates += n - 1
 			}
@@ -172,6 +177,7 @@ func (Delivery) Check(ctx context.Context, h *history.File, _ string) Result {
 		switch {
 		case settled && wasRead && read > at:
 			violations = append(violations, fmt.Sprintf("%s: {client %s, seq %d}: the send (#%d) was acknowledged and its sender %s flushed with nothing unconfirmed, yet the log read after that lacks it: lost", log, k.client, k.seq, s.inv, s.sender))
+			res.proven(readDone[log])
 		default:
 			undecided++
 			why := fmt.Sprintf("%s: {client %s, seq %d} (send #%d) not in the log, but ", log, k.client, k.seq, s.inv)

@@ -236,6 +236,7 @@ func (c ShardsMoved) Check(ctx context.Context, h *history.File, dir string) Res
 			j.node, nsToSecs(j.span.at), len(shards), plural, until, want, strings.Join(list, ", "))
 		if len(shards) < want {
 			bad = append(bad, line)
+			res.proven(j.span.healAt) // by its leave, it had not got them
 		} else {
 			good = append(good, line)
 		}
@@ -387,6 +388,7 @@ func (c ServedDuringFault) Check(ctx context.Context, h *history.File, _ string)
 		if len(never) > 0 {
 			badWindows++
 			bad = append(bad, never...)
+			res.proven(to)
 		}
 	}
 	res.Evidence = append(res.Evidence, truncatedNote(h)...)
@@ -509,6 +511,11 @@ func (c AnsweredAfterHeal) Check(ctx context.Context, h *history.File, _ string)
 				continue
 			}
 			lost++
+			if pairs[i].comp >= 0 {
+				res.proven(h.Ops[pairs[i].comp].Time)
+			} else {
+				res.proven(historyEnd(h.Ops))
+			}
 			ent := inv.Entity
 			if ent == "" {
 				ent = "-"
@@ -535,6 +542,63 @@ func (c AnsweredAfterHeal) Check(ctx context.Context, h *history.File, _ string)
 	default:
 		res.Verdict = Valid
 		res.Summary = fmt.Sprintf("all %d operations invoked during %s* faults got an answer", judged, c.Fault)
+	}
+	return res
+}
+
+// Passivated checks a passivation scenario's premise: entities stopped and
+// started again under traffic, so what the workload's checkers found says
+// something about messages held while an entity passivates. At least Min
+// entities (0 or less: 1) must have been served, in ok replies, by two or
+// more incarnations in turn. Unknown, never valid, when none was: the
+// implementation may ignore the passivate-idle-after setting (it may), and
+// then the scenario showed nothing about passivation.
+type Passivated struct {
+	Min int
+}
+
+// Name implements Checker.
+func (Passivated) Name() string { return "passivated" }
+
+// Check implements Checker.
+func (c Passivated) Check(ctx context.Context, h *history.File, _ string) Result {
+	res := Result{Checker: c.Name(), Verdict: Unknown}
+	if err := ctx.Err(); err != nil {
+		return stopped(res, err)
+	}
+	want := max(c.Min, 1)
+	incs := map[string]map[string]bool{} // entity -> incarnations that served it
+	for i := range h.Ops {
+		op := &h.Ops[i]
+		if op.Kind != history.OK || op.Entity == "" || op.Reply == nil || op.Reply.EntityIncarnation == "" {
+			continue
+		}
+		m := incs[op.Entity]
+		if m == nil {
+			m = map[string]bool{}
+			incs[op.Entity] = m
+		}
+		m[op.Reply.EntityIncarnation] = true
+	}
+	var again []string
+	most := 0
+	for e, m := range incs {
+		if len(m) > 1 {
+			again = append(again, e)
+		}
+		most = max(most, len(m))
+	}
+	sort.Strings(again)
+	stats := fmt.Sprintf("%d of %d entities served by more than one incarnation (at most %d)", len(again), len(incs), most)
+	switch {
+	case len(incs) == 0:
+		res.Summary = "nothing to judge: no ok reply named an entity incarnation"
+	case len(again) < want:
+		res.Summary = fmt.Sprintf("nothing shown about passivation: %s, want %d (the implementation may ignore passivate-idle-after)", stats, want)
+	default:
+		res.Verdict = Valid
+		res.Summary = "entities passivated and started again under traffic: " + stats
+		res.Evidence = limit(again)
 	}
 	return res
 }

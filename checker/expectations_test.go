@@ -374,3 +374,33 @@ func TestFaultEndsWhenItsHealBegins(t *testing.T) {
 		t.Fatalf("verdict %s, want invalid (r1 never served before the heal began): %s %v", r.Verdict, r.Summary, r.Evidence)
 	}
 }
+
+func TestPassivated(t *testing.T) {
+	const R, L = "register/r1", "register/r2"
+	served := func(b *hb, p int, t int64, entity, inc string) *hb {
+		b = b.inv(t, p, "read", entity, "").ok(t+1, p, `{"value":null}`)
+		b.ops[len(b.ops)-1].Reply.EntityIncarnation = inc
+		return b
+	}
+	tests := []struct {
+		name string
+		h    func() *hb
+		min  int
+		want Verdict
+	}{
+		{"no entity ops", func() *hb { return &hb{} }, 1, Unknown},
+		{"one incarnation each: the setting was ignored", func() *hb {
+			return served(served(served(&hb{}, 0, 1, R, "a/1"), 0, 5, R, "a/1"), 1, 7, L, "b/1")
+		}, 1, Unknown},
+		{"an entity came back", func() *hb { return served(served(&hb{}, 0, 1, R, "a/1"), 0, 5, R, "a/2") }, 1, Valid},
+		{"fewer than asked came back", func() *hb { return served(served(&hb{}, 0, 1, R, "a/1"), 0, 5, R, "a/2") }, 2, Unknown},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := Passivated{Min: tt.min}.Check(context.Background(), tt.h().file(), "")
+			if r.Verdict != tt.want || r.Summary == "" {
+				t.Fatalf("%s %q, want %s", r.Verdict, r.Summary, tt.want)
+			}
+		})
+	}
+}

@@ -267,7 +267,7 @@ func TestStatusSamplesProveAQuietMembersDuplicate(t *testing.T) {
 		}, Invalid, "no node events were recorded"},
 		{"samples alone, one sighting each: no proof", HandOff{}, nil, true, []history.StatusSample{
 			listing("n1", "a", 100, 105, "n1@a/1"), listing("n2", "b", 150, 155, "n2@b/1"),
-		}, Valid, "2 entity instances"},
+		}, Valid, "2 entity lives"},
 		{"a logged stop wins over a lagging sample", HandOff{}, []history.NodeEvent{
 			entityEv("n1", "a", 1, "entity-started", 0, 10, "n1@a/1"),
 			entityEv("n1", "a", 2, "entity-stopped", 400, 410, "n1@a/1"),

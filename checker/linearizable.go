@@ -270,6 +270,10 @@ func (l Linearizable) Check(ctx context.Context, h *history.File, outDir string)
 				continue
 			}
 			res.Evidence = append(res.Evidence, explainIllegal(m, name, info, e.ops, ops)...)
+			if at := firstViolation(ctx, m, pops, t); at > 0 {
+				res.proven(at)
+				res.Evidence = append(res.Evidence, fmt.Sprintf("%s: the history up to %.3f s is already not linearizable", name, nsToSecs(at)))
+			}
 			if outDir != "" {
 				rel := filepath.Join(HTMLDir, fileName(name)+".html")
 				path := filepath.Join(outDir, rel)
@@ -477,4 +481,60 @@ func fileName(entity string) string {
 		}
 	}
 	return string(b)
+}
+
+// firstViolation is the earliest completion time T at which the entity's
+// history, cut at T, is already not linearizable: the moment the history
+// proves the violation. The cut keeps the ops invoked by T; an op that
+// completed later has, at T, an unknown outcome (a read is dropped, a
+// write or cas may take effect at any time or never). A longer cut only
+// adds constraints, so the cuts go from linearizable to not at one T,
+// found by binary search over the completion times. pops is known not to
+// be linearizable as a whole, which is the cut at the last completion
+// (ops invoked after it have unknown outcomes, which cannot make a history
+// illegal). A search step porcupine cannot decide in time ends the search
+// with the earliest cut known to be illegal; 0 when nothing is known.
+func firstViolation(ctx context.Context, m porcupine.Model, pops []porcupine.Operation, timeout time.Duration) int64 {
+	var times []int64
+	for _, o := range pops {
+		if o.Return != never {
+			times = append(times, o.Return)
+		}
+	}
+	slices.Sort(times)
+	times = slices.Compact(times)
+	if len(times) == 0 {
+		return 0
+	}
+	cut := func(t int64) []porcupine.Operation {
+		var out []porcupine.Operation
+		for _, o := range pops {
+			switch {
+			case o.Call > t:
+			case o.Return <= t:
+				out = append(out, o)
+			case o.Input.(regInput).Op == opRead:
+			default:
+				o.Output, o.Return = regOutput{Unknown: true}, never
+				out = append(out, o)
+			}
+		}
+		return out
+	}
+	lo, hi := 0, len(times)-1 // times[hi] is known illegal
+	for lo < hi && ctx.Err() == nil {
+		mid := (lo + hi) / 2
+		r, err := runPorcupine(ctx, func() porcupine.CheckResult {
+			return porcupine.CheckOperationsTimeout(m, cut(times[mid]), timeout)
+		})
+		switch {
+		case err != nil || r == porcupine.Unknown:
+			return times[hi]
+		case r == porcupine.Illegal:
+			hi = mid
+		default:
+			lo = mid + 1
+		}
+	}
+	return times[hi]
 }

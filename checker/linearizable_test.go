@@ -320,3 +320,40 @@ func TestConcurrency(t *testing.T) {
 		}
 	}
 }
+
+// The first violation is the earliest completion by which the history
+// already proves it, and Detect measures it from the last fault that took
+// effect before it (a failed inject is no fault).
+func TestFirstViolationAndDetection(t *testing.T) {
+	const R = "register/r1"
+	b := (&hb{}).inv(1e9, 0, "write", R, `{"value":1}`).ok(2e9, 0, `{"value":1}`)
+	b = b.inv(3e9, 1, "read", R, "").ok(4e9, 1, `{"value":1}`)
+	b = b.fault(8e9, "kill:one", "inject", "n1")
+	b = b.add(history.Op{Time: 9e9, Kind: history.Nemesis, Process: -1, F: "pause:one", Error: "no such node",
+		Value: []byte(`{"action":"inject","began":8900000000,"failed":true}`)})
+	// An unknown write of 2 that nobody sees, then a stale read (null):
+	// proven when that read completes, at 11 s, not at the end.
+	b = b.inv(5e9, 2, "write", R, `{"value":2}`).info(6e9, 2)
+	b = b.inv(10e9, 0, "read", R, "").ok(11e9, 0, `{"value":null}`)
+	b = b.inv(20e9, 1, "read", R, "").ok(21e9, 1, `{"value":1}`)
+	b = b.fault(30e9, "kill:one", "heal", "n1")
+	f := b.file()
+	r := Linearizable{}.Check(context.Background(), f, "")
+	if r.Verdict != Invalid {
+		t.Fatalf("verdict %s: %s %v", r.Verdict, r.Summary, r.Evidence)
+	}
+	if r.FirstViolation != 11e9 {
+		t.Fatalf("first violation at %d, want 11 s: %v", r.FirstViolation, r.Evidence)
+	}
+	results := []Result{r, {Checker: "other", Verdict: Invalid, FirstViolation: 5e9}, {Checker: "ok", Verdict: Valid}}
+	Detect(results, f)
+	if d := results[0].Detection; d == nil || d.Fault != "kill:one" || d.FaultAt != 8e9 || d.After != 3*time.Second {
+		t.Fatalf("detection %+v, want 3 s after kill:one at 8 s", d)
+	}
+	if d := results[1].Detection; d == nil || d.Fault != "" || !strings.Contains(d.String(), "before any fault") {
+		t.Fatalf("a violation before any fault: %+v", d)
+	}
+	if results[2].Detection != nil {
+		t.Fatal("a valid result got a detection")
+	}
+}

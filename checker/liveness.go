@@ -162,6 +162,7 @@ func (Liveness) Check(ctx context.Context, h *history.File, _ string) Result {
 			continue
 		}
 		lost++
+		res.proven(to)
 		what := "never completed"
 		if pr.comp >= 0 {
 			what = "no answer: " + h.Ops[pr.comp].Error

@@ -123,6 +123,7 @@ func (SenderOrder) Check(ctx context.Context, h *history.File, _ string) Result 
 		}
 		msgs := bySender[k]
 		sort.Slice(msgs, func(i, j int) bool { return msgs[i].call < msgs[j].call })
+		nViolations := len(violations)
 		describe := func(m *sent) string { return fmt.Sprintf("seq %d (%s #%d via %s)", m.e.Seq, m.f, m.inv, m.via) }
 		// Tells through one region: in send order, their log positions
 		// must rise.
@@ -167,6 +168,10 @@ func (SenderOrder) Check(ctx context.Context, h *history.File, _ string) Result 
 			if prev := lastTell[m.via]; prev == nil || at > pos[prev.e] {
 				lastTell[m.via] = m
 			}
+		}
+		if len(violations) > nViolations {
+			// The read that shows it proves it once it completed.
+			res.proven(lastReadAt[k.entity])
 		}
 		checkedPaths += len(paths)
 	}

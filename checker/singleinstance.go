@@ -196,6 +196,7 @@ func (s SingleInstance) Check(ctx context.Context, h *history.File, _ string) Re
 			}
 			bad++
 			badKeys[key] = true
+			res.proven(max(y.ret, served[spans[x].lastOp].ret))
 			pr := [2]int{min(x, y.inst), max(x, y.inst)}
 			if pairs[pr] {
 				continue

@@ -89,6 +89,7 @@ func (u UniqueIDs) Check(ctx context.Context, h *history.File, _ string) Result 
 			continue
 		}
 		dups++
+		res.proven(max(a.ret, b.ret))
 		if dups <= maxEvidence {
 			res.Evidence = append(res.Evidence, fmt.Sprintf("id %d handed out twice: %s and %s", a.id, describeIDOp(ops, a), describeIDOp(ops, b)))
 		}
@@ -118,6 +119,7 @@ func (u UniqueIDs) Check(ctx context.Context, h *history.File, _ string) Result 
 		}
 		if have && best.id > b.id {
 			order++
+			res.proven(b.ret)
 			if order <= maxEvidence {
 				res.Evidence = append(res.Evidence, fmt.Sprintf("ids went backwards in real time: %s completed with id %d before %s was invoked, which got the smaller id %d", describeIDOp(ops, best), best.id, describeIDOp(ops, b), b.id))
 			}

@@ -246,6 +246,9 @@ func printChecks(w io.Writer, results []checker.Result) {
 	}
 	for _, r := range results {
 		fmt.Fprintf(w, "  %-14s %-8s %s\n", r.Checker, r.Verdict, r.Summary)
+		if r.Detection != nil {
+			fmt.Fprintf(w, "      time to detection: %s\n", r.Detection)
+		}
 		for i, e := range r.Evidence {
 			if i == 10 {
 				fmt.Fprintf(w, "      ... %d more in results.json\n", len(r.Evidence)-10)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"time"
 	"bytes"
 	"context"
 	"errors"
@@ -116,5 +117,32 @@ func TestTestAllReportsARunThatCannotStart(t *testing.T) {
 	}
 	if strings.Contains(string(b), `value=""`) {
 		t.Errorf("junit.xml has empty properties:\n%s", b)
+	}
+}
+
+// A skip reason of several lines, or with a pipe, stays one table cell,
+// and the run count leaves skipped scenarios out (saying how many).
+func TestSummaryTable(t *testing.T) {
+	runs := []suiteRun{
+		{Scenario: "journal-cut", Seed: 1, Verdict: "valid", Duration: 10 * time.Second},
+		{Scenario: "clock-storm", Seed: 1, Skipped: "not supported: the implementation does not declare\nthe \"clock\" capability | see docs"},
+	}
+	var b strings.Builder
+	writeSummaryTable(&b, runs, false, time.Minute)
+	out := b.String()
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 6 {
+		t.Fatalf("want a header, a rule, two rows, a blank line and the total:\n%s", out)
+	}
+	for _, l := range lines[:4] {
+		if got := strings.Count(strings.ReplaceAll(l, `\|`, ""), "|"); got != 7 {
+			t.Errorf("%d cell separators in %q, want 7", got, l)
+		}
+	}
+	if !strings.Contains(out, `declare the "clock" capability \| see docs`) {
+		t.Errorf("the reason is not one escaped cell:\n%s", out)
+	}
+	if !strings.Contains(out, "1 runs (1 skipped), 1m0s in all.") {
+		t.Errorf("total:\n%s", out)
 	}
 }

@@ -134,7 +134,7 @@ could not run. The worst wins.`,
 			if err := writeSuite(suiteDir, runs, junit, withBugs, time.Since(started)); err != nil {
 				return &exitError{exitCannotRun, err}
 			}
-			fmt.Fprintf(out, "%d runs in %s\nsummary: %s\njunit: %s\n", len(runs), time.Since(started).Round(time.Second),
+			fmt.Fprintf(out, "%s in %s\nsummary: %s\njunit: %s\n", runCount(runs), time.Since(started).Round(time.Second),
 				filepath.Join(suiteDir, "summary.md"), filepath.Join(suiteDir, report.JUnitFile))
 			if cmd.Context().Err() != nil {
 				return &exitError{exitCannotRun, fmt.Errorf("interrupted: %w", cmd.Context().Err())}
@@ -344,13 +344,37 @@ func writeSummaryTable(w io.Writer, runs []suiteRun, withBugs bool, took time.Du
 			median = ds[len(ds)/2].Round(time.Second).String()
 		}
 		switch {
+		case skipped != "" && ran == 0 && withBugs:
+			fmt.Fprintf(w, "| %s | skipped: %s | — | — |\n", mdCell(name), mdCell(skipped))
 		case skipped != "" && ran == 0:
-			fmt.Fprintf(w, "| %s | skipped: %s |\n", name, skipped)
+			fmt.Fprintf(w, "| %s | skipped: %s | — | — | — | — |\n", mdCell(name), mdCell(skipped))
 		case withBugs:
-			fmt.Fprintf(w, "| %s | `%s` | %d of %d seeds | %s |\n", name, rs[0].Bug, caught, ran, median)
+			fmt.Fprintf(w, "| %s | `%s` | %d of %d seeds | %s |\n", mdCell(name), mdCell(rs[0].Bug), caught, ran, median)
 		default:
-			fmt.Fprintf(w, "| %s | %d | %d | %d | %d | %s |\n", name, ran, valid, invalid, unknown, median)
+			fmt.Fprintf(w, "| %s | %d | %d | %d | %d | %s |\n", mdCell(name), ran, valid, invalid, unknown, median)
 		}
 	}
-	fmt.Fprintf(w, "\n%d runs, %s in all.\n", len(runs), took.Round(time.Second))
+	fmt.Fprintf(w, "\n%s, %s in all.\n", runCount(runs), took.Round(time.Second))
+}
+
+// runCount says how many runs ran and how many were skipped.
+func runCount(runs []suiteRun) string {
+	skipped := 0
+	for _, r := range runs {
+		if r.Skipped != "" {
+			skipped++
+		}
+	}
+	s := fmt.Sprintf("%d runs", len(runs)-skipped)
+	if skipped > 0 {
+		s += fmt.Sprintf(" (%d skipped)", skipped)
+	}
+	return s
+}
+
+// mdCell makes text one Markdown table cell: on one line, with its pipes
+// escaped (a skip reason can be a multi-line error).
+func mdCell(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	return strings.ReplaceAll(s, "|", `\|`)
 }

@@ -155,10 +155,12 @@ func IsStaticELF(path string) (bool, error) {
 	return true, nil
 }
 
-// StaticBinary returns a static Linux build of shardtest for the image:
-// this executable if it is one, else one built with CGO_ENABLED=0 from
-// this module's source (found from the working directory up) into the
-// user cache directory.
+// StaticBinary returns a static Linux build of shardtest for the image
+// (the reference node, and the journal and net sidecar of every run, also
+// with --image): this executable if it is one, else one built with
+// CGO_ENABLED=0 from this module's source — found from the working
+// directory up, or where this executable was built from (a build without
+// -trimpath records it) — into the user cache directory.
 func StaticBinary(ctx context.Context) (path string, err error) {
 	exe, err := os.Executable()
 	if err == nil {
@@ -171,6 +173,13 @@ func StaticBinary(ctx context.Context) (path string, err error) {
 		return "", fmt.Errorf("docker: %w", err)
 	}
 	root, rootErr := FindModuleRoot(wd)
+	if rootErr != nil {
+		if src, ok := buildSource(); ok {
+			if r, err := FindModuleRoot(src); err == nil {
+				root, rootErr = r, nil
+			}
+		}
+	}
 	_, goErr := exec.LookPath("go")
 	if rootErr != nil || goErr != nil {
 		why := rootErr
@@ -241,4 +250,18 @@ func modulePathOf(gomod string) string {
 		}
 	}
 	return ""
+}
+
+// buildSource is the directory this package was compiled from, when the
+// build recorded it (not with -trimpath) and it still exists.
+func buildSource() (string, bool) {
+	_, file, _, ok := runtime.Caller(0)
+	if !ok || !filepath.IsAbs(file) {
+		return "", false
+	}
+	dir := filepath.Dir(file)
+	if _, err := os.Stat(dir); err != nil {
+		return "", false
+	}
+	return dir, true
 }

@@ -127,6 +127,9 @@ func buildPage(root *os.Root, dir string, in Input) pageView {
 	for _, c := range in.Checks {
 		cv := checkView{Name: clip(c.Checker, 200), Verdict: clip(string(c.Verdict), 40), Class: verdictClass(c.Verdict),
 			Summary: clip(c.Summary, maxSummaryText)}
+		if c.Detection != nil {
+			cv.Summary = clip(c.Summary+" — time to detection: "+c.Detection.String(), maxSummaryText)
+		}
 		for _, e := range c.Evidence {
 			if len(e) > budget {
 				cv.EvidenceOmitted++

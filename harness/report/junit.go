@@ -200,6 +200,9 @@ func suiteOf(r Run) junitSuite {
 			s.Errors++
 		}
 		out := c.Summary
+		if c.Detection != nil {
+			out += "\ntime to detection: " + c.Detection.String()
+		}
 		for _, f := range c.Files {
 			out += "\nfile: " + path.Join(filepath.ToSlash(r.Dir), f)
 		}

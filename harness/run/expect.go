@@ -13,14 +13,14 @@ import (
 // joined nodes; the surviving side of a split serves). It is stored in
 // test.json, so `shardtest check` judges a stored run the same way.
 type Expectation struct {
-	// Name is the checker's name: shards-moved, served-during-fault or
-	// answered-after-heal.
+	// Name is the checker's name: shards-moved, served-during-fault,
+	// answered-after-heal or passivated.
 	Name string `json:"name"`
 	// Fault is the fault name (or prefix, e.g. "partition:") it judges.
 	Fault string `json:"fault,omitempty"`
 	// Settle is how long after the inject judging starts.
 	Settle time.Duration `json:"settle_ns,omitempty"`
-	// Min is the least count the checker wants (shards-moved).
+	// Min is the least count the checker wants (shards-moved, passivated).
 	Min int `json:"min,omitempty"`
 }
 
@@ -34,6 +34,8 @@ func (e Expectation) Checker() (checker.Checker, error) {
 			return nil, fmt.Errorf("expectation %s needs a fault", e.Name)
 		}
 		return checker.ServedDuringFault{Fault: e.Fault, Settle: e.Settle}, nil
+	case "passivated":
+		return checker.Passivated{Min: e.Min}, nil
 	case "answered-after-heal":
 		if e.Fault == "" {
 			return nil, fmt.Errorf("expectation %s needs a fault", e.Name)
@@ -45,5 +47,5 @@ func (e Expectation) Checker() (checker.Checker, error) {
 
 // ExpectationNames lists the expectations a scenario may add.
 func ExpectationNames() []string {
-	return []string{"answered-after-heal", "served-during-fault", "shards-moved"}
+	return []string{"answered-after-heal", "passivated", "served-during-fault", "shards-moved"}
 }

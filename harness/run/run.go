@@ -198,6 +198,7 @@ func Check(ctx context.Context, o Options, h *history.File, dir string) (checker
 	for _, c := range checkers {
 		results = append(results, c.Check(ctx, h, dir))
 	}
+	checker.Detect(results, h)
 	return checker.Combine(results), results
 }
 
