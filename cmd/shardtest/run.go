@@ -167,13 +167,13 @@ checker yet), 3 the test could not run; with --test-count, the worst.`,
 	f.IntVar(&o.PerEntity, "per-entity", 3, "most workers that may have an operation in flight on one entity")
 	f.Int64Var(&o.Seed, "seed", time.Now().UnixNano()%1_000_000, "seed of the operation schedule")
 	f.StringArrayVar(&o.NodeArgs, "node-arg", nil, "extra flag for every node, repeatable")
-	f.StringVar(&o.Image, "image", "", "docker: run the nodes from this image, any implementation of docs/protocol.md (default: the reference node); the harness refuses a workload it does not declare")
+	f.StringVar(&o.Image, "image", "", "docker: run the nodes from this image, already in the engine (never pulled), any implementation of docs/protocol.md (default: the reference node); the journal and the packet-filter sidecars still run from the reference image (see --binary); the harness refuses a workload the image does not declare")
 	f.StringVar(&o.Nemesis, "nemesis", "", "faults to inject, comma-separated full names or families (partition, loss, kill, pause, clock, member; shardtest list nemeses); none by default")
 	f.DurationVar(&o.NemesisInterval, "nemesis-interval", 10*time.Second, "time between fault actions: quiet, inject, hold, heal, quiet, ... (each ±25 %, from --seed)")
 	f.StringVar(&results, "results", "results", "results root folder")
 	f.IntVar(&testCount, "test-count", 1, "run this many tests in a row, with seeds --seed, --seed+1, ...")
 	f.BoolVar(&keep, "keep", false, "docker: leave the cluster running after the test, for inspection")
-	f.StringVar(&binary, "binary", "", "docker: static shardtest binary for the node image (default: this one, or a CGO_ENABLED=0 build)")
+	f.StringVar(&binary, "binary", "", "docker: static shardtest binary for the reference image, which runs the journal (and the nodes without --image) (default: this one if static, else a CGO_ENABLED=0 build of the source it finds: the working directory's module or the one it was built from)")
 	f.IntVar(&basePort, "base-port", 17400, "local: journal port; node i uses base+i (HTTP) and base+100+i (gossip)")
 	return cmd
 }
