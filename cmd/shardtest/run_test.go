@@ -1,7 +1,6 @@
 package main
 
 import (
-	"time"
 	"bytes"
 	"context"
 	"errors"
@@ -9,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // Bad flags and a missing Docker engine end `shardtest run` with status 3
