@@ -252,20 +252,34 @@ func (f fakeCluster) Nodes() []Node                    { return []Node{{Name: "x
 func (fakeCluster) Stop(context.Context, string) error { return nil }
 
 // A workload the implementation does not declare it can serve is refused
-// with a message that says so, before any traffic.
+// with a message that says what is missing, before any traffic: a
+// capability, an entity type (deliver against a register-only node, whose
+// sends would all fail and leave delivery nothing to judge), a singleton.
 func TestRefusesWorkloadWithoutCapability(t *testing.T) {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		io.WriteString(w, `{"protocol":"shardtest/1","implementation":"theirs","capabilities":["membership","sharding"]}`)
-	}))
-	defer srv.Close()
-	w, _ := workloads.Named("idgen")
-	o := options("refused")
-	o.Workload, o.Nodes = "idgen", 1
-	test := &Test{Options: o, Runtime: fakeRuntime{strings.TrimPrefix(srv.URL, "http://")}, Workload: w, Log: quiet()}
-	_, err := test.Run(context.Background(), t.TempDir())
-	if err == nil || !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), `needs the "singleton" capability`) || !strings.Contains(err.Error(), "theirs") {
-		t.Fatalf("err = %v, want ErrUnsupported naming the capability and implementation", err)
+	tests := []struct {
+		workload, caps, want string
+	}{
+		{"idgen", `"capabilities":["membership","sharding"],"entity_types":["register"]`, `the "singleton" capability`},
+		{"idgen", `"capabilities":["membership","singleton"],"singletons":["leader"]`, `singleton "id-generator"`},
+		{"deliver", `"capabilities":["membership","sharding"],"entity_types":["register"]`, `entity type "sender" and entity type "log"`},
+		{"register", `"capabilities":["sharding"],"entity_types":["register"]`, `the "membership" capability, which every implementation needs`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.workload+" "+tt.want, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "application/json")
+				io.WriteString(w, `{"protocol":"shardtest/1","implementation":"theirs",`+tt.caps+`}`)
+			}))
+			defer srv.Close()
+			w, _ := workloads.Named(tt.workload)
+			o := options("refused")
+			o.Workload, o.Nodes = tt.workload, 1
+			test := &Test{Options: o, Runtime: fakeRuntime{strings.TrimPrefix(srv.URL, "http://")}, Workload: w, Log: quiet()}
+			_, err := test.Run(context.Background(), t.TempDir())
+			if err == nil || !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), "theirs") {
+				t.Fatalf("err = %v, want ErrUnsupported naming %s and the implementation", err, tt.want)
+			}
+		})
 	}
 }
 
