@@ -283,9 +283,13 @@ func TestConformReferenceNode(t *testing.T) {
 		args    []string
 		nodes   int
 		applies string // a rule that must pass (not skip)
+		broken  string // a rule that must fail ("": none may)
 	}{
-		{"every capability", nil, 3, "members-oldest-first"},
-		{"without events, clock, age and coordinator", []string{"--without-capabilities=events,clock,age,coordinator"}, 2, "undeclared-capabilities-404"},
+		{"every capability", nil, 3, "members-oldest-first", ""},
+		{"without events, clock, age and coordinator", []string{"--without-capabilities=events,clock,age,coordinator"}, 2, "undeclared-capabilities-404", ""},
+		// Membership is what every implementation needs: without it the
+		// node breaks the protocol, and the rule says which part.
+		{"without membership", []string{"--without-capabilities=membership"}, 1, "health", "capabilities"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -301,8 +305,13 @@ func TestConformReferenceNode(t *testing.T) {
 				nodes = append(nodes, Node{Name: n.Name, Addr: n.HTTPAddr})
 			}
 			rep := Run(ctx, nodes)
+			if tt.broken != "" {
+				if r := verdicts(rep)[tt.broken]; r.Verdict != Fail || !strings.Contains(r.Detail, "membership is not declared") {
+					t.Errorf("%s: %s %q, want it failed for the missing membership", tt.broken, r.Verdict, r.Detail)
+				}
+			}
 			for _, r := range rep.Results {
-				if r.Verdict == Fail {
+				if r.Verdict == Fail && tt.broken == "" {
 					t.Errorf("%s failed: %s", r.Rule, r.Detail)
 				}
 			}

@@ -187,6 +187,10 @@ func checkConverged(ctx context.Context, s *session) error {
 	for {
 		why := ""
 		sts, err := s.statuses(ctx)
+		var pe *protocol.Error
+		if errors.As(err, &pe) && pe.Status >= 400 && pe.Status < 500 {
+			return err // refused, not yet ready: waiting will not help
+		}
 		if err != nil {
 			why = err.Error()
 		} else {

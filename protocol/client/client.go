@@ -192,13 +192,29 @@ func (c *Client) DoRaw(ctx context.Context, method, path string, body []byte) (h
 // ErrExited: the node's process or container exited before it was ready.
 var ErrExited = errors.New("exited before it was ready")
 
-// WaitReady polls the node's status until it reports itself ready, the
-// node exits (exited closes), timeout passes or ctx ends.
+// WaitReady polls the node's health (which every node serves, whatever
+// it declares; its status where it has no health endpoint) until it
+// reports itself ready, the node exits (exited closes), timeout passes or
+// ctx ends.
 func (c *Client) WaitReady(ctx context.Context, exited <-chan struct{}, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
+	useStatus := false
 	for {
 		rctx, cancel := context.WithTimeout(ctx, time.Second)
-		st, err := c.Status(rctx)
+		var st protocol.Status
+		var err error
+		if !useStatus {
+			var h protocol.Health
+			h, err = c.Health(rctx)
+			var pe *protocol.Error
+			if errors.As(err, &pe) && pe.Status == http.StatusNotFound {
+				useStatus = true
+			}
+			st.Ready, st.Self.Status = h.Ready, h.Status
+		}
+		if useStatus {
+			st, err = c.Status(rctx)
+		}
 		cancel()
 		if err == nil && st.Ready {
 			return nil
