@@ -195,6 +195,10 @@ func (l Linearizable) Check(ctx context.Context, h *history.File, outDir string)
 		}
 	}
 	var stopped error
+	// The searches for the first violation share a budget: they make the
+	// report more precise, and must not make a check with many failing
+	// entities take much longer.
+	searchUntil := time.Now().Add(firstViolationBudget)
 	for _, name := range names {
 		if err := ctx.Err(); err != nil {
 			stopped = err
@@ -270,7 +274,7 @@ func (l Linearizable) Check(ctx context.Context, h *history.File, outDir string)
 				continue
 			}
 			res.Evidence = append(res.Evidence, explainIllegal(m, name, info, e.ops, ops)...)
-			if at := firstViolation(ctx, m, pops, t); at > 0 {
+			if at := firstViolation(ctx, m, pops, min(t, time.Until(searchUntil))); at > 0 {
 				res.proven(at)
 				res.Evidence = append(res.Evidence, fmt.Sprintf("%s: the history up to %.3f s is already not linearizable", name, nsToSecs(at)))
 			}
@@ -483,6 +487,10 @@ func fileName(entity string) string {
 	return string(b)
 }
 
+// firstViolationBudget bounds the time all first-violation searches of one
+// check take together.
+const firstViolationBudget = 20 * time.Second
+
 // firstViolation is the earliest completion time T at which the entity's
 // history, cut at T, is already not linearizable: the moment the history
 // proves the violation. The cut keeps the ops invoked by T; an op that
@@ -495,6 +503,9 @@ func fileName(entity string) string {
 // illegal). A search step porcupine cannot decide in time ends the search
 // with the earliest cut known to be illegal; 0 when nothing is known.
 func firstViolation(ctx context.Context, m porcupine.Model, pops []porcupine.Operation, timeout time.Duration) int64 {
+	if timeout <= 0 {
+		return 0
+	}
 	var times []int64
 	for _, o := range pops {
 		if o.Return != never {
