@@ -135,6 +135,20 @@ func Combine(results []Result) Verdict {
 	return v
 }
 
+// Applicable is a checker that judges only implementations with some
+// capabilities: Applies reports whether it has something to judge in an
+// implementation that declares caps (nil: not known, as in a run of an
+// older harness: it applies).
+type Applicable interface {
+	Applies(caps []string) bool
+}
+
+// Applies reports whether c judges an implementation that declares caps.
+func Applies(c Checker, caps []string) bool {
+	a, ok := c.(Applicable)
+	return !ok || caps == nil || a.Applies(caps)
+}
+
 // ForWorkload returns the checkers for a workload's histories (nil when it
 // has none yet).
 func ForWorkload(name string) []Checker {

@@ -50,3 +50,26 @@ func TestForWorkload(t *testing.T) {
 		}
 	}
 }
+
+// singleton-events judges only implementations with a singleton or a
+// coordinator; where nothing says what the implementation declares (a run
+// of an older harness), every checker applies.
+func TestApplies(t *testing.T) {
+	tests := []struct {
+		c    Checker
+		caps []string
+		want bool
+	}{
+		{SingletonEvents{}, []string{"membership", "sharding", "events"}, false},
+		{SingletonEvents{}, []string{"membership", "sharding", "coordinator"}, true},
+		{SingletonEvents{}, []string{"membership", "singleton"}, true},
+		{SingletonEvents{}, nil, true},
+		{HandOff{}, []string{"membership", "sharding"}, true},
+		{Linearizable{}, []string{}, true},
+	}
+	for _, tt := range tests {
+		if got := Applies(tt.c, tt.caps); got != tt.want {
+			t.Errorf("%s with %v: applies %v, want %v", tt.c.Name(), tt.caps, got, tt.want)
+		}
+	}
+}

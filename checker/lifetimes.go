@@ -46,6 +46,13 @@ type SingletonEvents struct{}
 // Name implements Checker.
 func (SingletonEvents) Name() string { return "singleton-events" }
 
+// Applies implements Applicable: an implementation with neither a
+// singleton nor a shard coordinator (virtual actors placed per identity)
+// has no instance to keep unique.
+func (SingletonEvents) Applies(caps []string) bool {
+	return slices.Contains(caps, "singleton") || slices.Contains(caps, "coordinator")
+}
+
 // Check implements Checker.
 func (SingletonEvents) Check(ctx context.Context, _ *history.File, dir string) Result {
 	return checkLifetimes(ctx, dir, "singleton-events", []lifeKind{

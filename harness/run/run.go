@@ -83,10 +83,12 @@ type Options struct {
 	// Expect adds the scenario's own checkers to the workload's.
 	Expect []Expectation `json:"expect,omitempty"`
 
-	// Recorded by Run, not set by the user: the harness's build, and the
-	// image the nodes ran from (Docker).
-	HarnessVersion string `json:"harness_version"`
-	NodeImage      string `json:"node_image,omitempty"`
+	// Recorded by Run, not set by the user: the harness's build, the
+	// image the nodes ran from (Docker) and the capabilities the
+	// implementation declared (the checkers that apply follow from them).
+	HarnessVersion string   `json:"harness_version"`
+	NodeImage      string   `json:"node_image,omitempty"`
+	Capabilities   []string `json:"capabilities,omitempty"`
 }
 
 // Validate checks the options.
@@ -186,7 +188,14 @@ type Result struct {
 // stored run's history; their files (visualizations) go into dir.
 func Check(ctx context.Context, o Options, h *history.File, dir string) (checker.Verdict, []checker.Result) {
 	results := []checker.Result{}
-	checkers := checker.ForWorkload(o.Workload)
+	var checkers []checker.Checker
+	for _, c := range checker.ForWorkload(o.Workload) {
+		// A checker with nothing to judge in this implementation (no
+		// singleton, no coordinator) is left out rather than unknown.
+		if checker.Applies(c, o.Capabilities) {
+			checkers = append(checkers, c)
+		}
+	}
 	for _, e := range o.Expect {
 		c, err := e.Checker()
 		if err != nil {
@@ -280,6 +289,15 @@ func (t *Test) Run(ctx context.Context, resultsRoot string) (Result, error) {
 	caps, err := checkCapability(ctx, clients[0], t.Workload)
 	if err != nil {
 		return res, err
+	}
+	o.Capabilities = caps.Capabilities
+	if err := writeJSON(filepath.Join(dir, "test.json"), o); err != nil {
+		return res, err
+	}
+	for _, c := range checker.ForWorkload(o.Workload) {
+		if !checker.Applies(c, o.Capabilities) {
+			t.Log.Info("leaving out a checker with nothing to judge in this implementation", "checker", c.Name(), "capabilities", o.Capabilities)
+		}
 	}
 	nem, err := t.nemesis(cl, caps, hw)
 	if err != nil {
