@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"slices"
@@ -483,7 +484,7 @@ func checkUndeclared(ctx context.Context, s *session) error {
 	var errs []string
 	n := 0
 	eps := capabilityEndpoints()
-	for _, c := range slices.Sorted(mapKeys(eps)) {
+	for _, c := range slices.Sorted(maps.Keys(eps)) {
 		if s.caps.Has(c) {
 			continue
 		}
@@ -499,16 +500,6 @@ func checkUndeclared(ctx context.Context, s *session) error {
 		return skip("every capability with endpoints is declared")
 	}
 	return joined(errs)
-}
-
-func mapKeys[V any](m map[string]V) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
 }
 
 func checkEvents(ctx context.Context, s *session) error {
@@ -647,7 +638,7 @@ func checkEntityAsk(ctx context.Context, s *session) error {
 		errs = append(errs, "no entity_incarnation: checkers cannot tell incarnations apart")
 	}
 	if uids := s.memberUIDs(ctx); !uids[rep.Node] {
-		errs = append(errs, fmt.Sprintf("node %q is not a member uid of the cluster (%v)", rep.Node, slices.Sorted(mapKeys(uids))))
+		errs = append(errs, fmt.Sprintf("node %q is not a member uid of the cluster (%v)", rep.Node, slices.Sorted(maps.Keys(uids))))
 	}
 	if len(errs) == 0 {
 		s.written, s.writtenValue, s.writtenReply = id, v, rep
