@@ -470,6 +470,7 @@ func (c AnsweredAfterHeal) Check(ctx context.Context, h *history.File, _ string)
 	pairs := sortedByInvoke(h.Ops, pg.pairs)
 	var notes, bad []string
 	judged, skipped := 0, 0
+	ended, _ := h.Ended()
 	for _, s := range spans {
 		if err := ctx.Err(); err != nil {
 			return stopped(res, err)
@@ -497,7 +498,7 @@ func (c AnsweredAfterHeal) Check(ctx context.Context, h *history.File, _ string)
 			inv := &h.Ops[pairs[i].inv]
 			what := ""
 			switch {
-			case pairs[i].comp < 0 && h.Truncated:
+			case pairs[i].comp < 0 && !ended:
 				skipped++
 				continue
 			case pairs[i].comp < 0:

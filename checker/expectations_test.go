@@ -268,7 +268,7 @@ func TestAnsweredAfterHeal(t *testing.T) {
 			return heal(b)
 		}, false, Valid, "1 of 1 operations invoked after it took effect answered"},
 		{"never completed", func() *hb {
-			return heal(cut().inv(2*sec, 0, "read", R, ""))
+			return heal(cut().inv(2*sec, 0, "read", R, "")).ended()
 		}, false, Invalid, "never completed"},
 		{"cut off: an op with no completion is not judged", func() *hb {
 			return heal(cut().inv(2*sec, 0, "read", R, "").inv(3*sec, 1, "read", R, "").ok(4*sec, 1, `{}`))

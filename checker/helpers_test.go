@@ -53,6 +53,15 @@ func (b *hb) ok(t int64, p int, result string) *hb { return b.done(t, p, history
 func (b *hb) fail(t int64, p int) *hb              { return b.done(t, p, history.Fail, "") }
 func (b *hb) info(t int64, p int) *hb              { return b.done(t, p, history.Info, "") }
 
+// ended marks the run's end (its final read-back was over).
+func (b *hb) ended() *hb {
+	t := int64(0)
+	if n := len(b.ops); n > 0 {
+		t = b.ops[n-1].Time + 1
+	}
+	return b.add(history.Op{Time: t, Kind: history.Phase, Process: -1, F: history.PhaseEnd})
+}
+
 // answered makes the last completion an error reply from the node with
 // HTTP status (a 504 unknown-outcome, say), not silence.
 func (b *hb) answered(status int) *hb {

@@ -148,8 +148,8 @@ func (Liveness) Check(ctx context.Context, h *history.File, _ string) Result {
 			comp := h.Ops[pr.comp]
 			to = comp.Time
 			answered = comp.Kind != history.Info
-		} else if h.Truncated {
-			continue // the harness died: no answer was awaited to the end
+		} else if ended, _ := h.Ended(); !ended {
+			continue // the harness stopped: no answer was awaited to the end
 		}
 		if excusedAt(inv.Time, to) || slices.ContainsFunc(leaving, func(w nodeWindow) bool {
 			return w.node == inv.Node && w.from <= to && inv.Time <= w.to

@@ -93,3 +93,42 @@ type Op struct {
 
 // Completion reports whether op completes an invocation.
 func (o Op) Completion() bool { return o.Kind == OK || o.Kind == Fail || o.Kind == Info }
+
+// Phases of a run, in order; a run that recorded faults has a recovery
+// phase between main and final. PhaseEnd is written once the final
+// read-back is over: a history without it stopped early (the harness was
+// interrupted or killed) and cannot show what the final phase would have.
+const (
+	PhaseWarmUp   = "warm-up"
+	PhaseMain     = "main"
+	PhaseRecovery = "recovery"
+	PhaseFinal    = "final"
+	PhaseEnd      = "end"
+)
+
+// Ended reports whether the history is whole: its run reached the end of
+// its final phase and no line was cut off. If not, why says what is
+// missing, for verdicts that must not claim more than the history shows.
+func (f *File) Ended() (ok bool, why string) {
+	final, end := false, false
+	for i := range f.Ops {
+		if f.Ops[i].Kind != Phase {
+			continue
+		}
+		switch f.Ops[i].F {
+		case PhaseFinal:
+			final = true
+		case PhaseEnd:
+			end = true
+		}
+	}
+	switch {
+	case f.Truncated:
+		return false, "the history is cut off (the harness stopped while writing it)"
+	case end:
+		return true, ""
+	case final:
+		return false, "the run ended during its final read-back"
+	}
+	return false, "the run ended before its final read-back"
+}

@@ -80,7 +80,8 @@ entity; idgen: unique ids increasing in real-time order) and the verdict goes
 into results.json.
 
 Exit status: 0 valid, 1 invalid, 2 unknown (including a workload with no
-checker yet), 3 the test could not run; with --test-count, the worst.`,
+checker yet), 3 the test could not run; with --test-count, the worst: invalid
+before could not run before unknown.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if scenarioName != "" {
@@ -141,7 +142,7 @@ checker yet), 3 the test could not run; with --test-count, the worst.`,
 				printChecks(cmd.OutOrStdout(), res.Checks)
 				fmt.Fprintf(cmd.OutOrStdout(), "results: %s\n", res.Dir)
 				printReports(cmd.OutOrStdout(), res.Dir)
-				worst = max(worst, exitFor(res.Verdict))
+				worst = worse(worst, exitFor(res.Verdict))
 				if keep {
 					fmt.Fprintf(cmd.OutOrStdout(), "cluster left running; remove it with: shardtest cleanup --run %s\n", t.Options.RunID)
 				}
@@ -218,6 +219,28 @@ func newRuntime(o run.Options, binary string, basePort int, logger *slog.Logger)
 		return run.Local{BasePort: basePort, NodeArgs: o.NodeArgs, Settings: o.NodeSettings, Log: logger}, nil
 	}
 	return nil, fmt.Errorf("--runtime %q: want docker or local", o.Runtime)
+}
+
+// worse returns the exit status of two results together: a proven
+// violation (invalid) outranks everything, as in Jepsen (invalid >
+// unknown > valid), so a CI job keyed on exit 1 never misses one; then a
+// run that could not start, then unknown, then valid.
+func worse(a, b int) int {
+	rank := func(code int) int {
+		switch code {
+		case exitInvalid:
+			return 3
+		case exitCannotRun:
+			return 2
+		case exitUnknown:
+			return 1
+		}
+		return 0
+	}
+	if rank(b) > rank(a) {
+		return b
+	}
+	return a
 }
 
 func exitFor(v checker.Verdict) int {

@@ -146,3 +146,25 @@ func TestSummaryTable(t *testing.T) {
 		t.Errorf("total:\n%s", out)
 	}
 }
+
+// A proven violation outranks everything when results are combined: a
+// suite with an invalid run exits 1 even when another run was unknown or
+// could not start.
+func TestWorse(t *testing.T) {
+	tests := []struct{ a, b, want int }{
+		{exitValid, exitUnknown, exitUnknown},
+		{exitUnknown, exitInvalid, exitInvalid},
+		{exitInvalid, exitUnknown, exitInvalid},
+		{exitInvalid, exitCannotRun, exitInvalid},
+		{exitCannotRun, exitUnknown, exitCannotRun},
+		{exitUnknown, exitValid, exitUnknown},
+	}
+	for _, tt := range tests {
+		if got := worse(tt.a, tt.b); got != tt.want {
+			t.Errorf("worse(%d, %d) = %d, want %d", tt.a, tt.b, got, tt.want)
+		}
+	}
+	if suiteOutcome(exitInvalid, false) != "invalid" || suiteOutcome(exitInvalid, true) != "not-caught" || suiteOutcome(exitCannotRun, false) != "could-not-run" {
+		t.Error("suite outcomes")
+	}
+}

@@ -71,7 +71,8 @@ checker says invalid, i.e. the bug was caught.
 
 Exit status: 0 every run valid (or, with --with-bugs, every bug caught);
 1 a run was invalid (or a bug went uncaught); 2 a run was unknown; 3 a run
-could not run. The worst wins.`,
+could not run. The worst wins, and a proven violation is the worst: 1
+whenever a run was invalid, else 3, else 2.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if testCount < 1 {
@@ -125,13 +126,13 @@ could not run. The worst wins.`,
 						sr.Bug = s.Bug
 					}
 					jr, code := cfg.runScenario(cmd, s, &sr, withBugs)
-					worst = max(worst, code)
+					worst = worse(worst, code)
 					runs = append(runs, sr)
 					junit = append(junit, jr)
 					fmt.Fprintln(out, sr.line())
 				}
 			}
-			if err := writeSuite(suiteDir, runs, junit, withBugs, time.Since(started)); err != nil {
+			if err := writeSuite(suiteDir, runs, junit, withBugs, worst, time.Since(started)); err != nil {
 				return &exitError{exitCannotRun, err}
 			}
 			fmt.Fprintf(out, "%s in %s\nsummary: %s\njunit: %s\n", runCount(runs), time.Since(started).Round(time.Second),
@@ -273,8 +274,30 @@ func (r suiteRun) line() string {
 	return fmt.Sprintf("%-32s seed %-4d %-8s %s%s", r.Scenario, r.Seed, r.Duration.Round(time.Second), what, dir)
 }
 
+// suiteSummary is summary.json: the suite's outcome (the exit status's
+// meaning: a proven violation outranks everything) and every run.
+type suiteSummary struct {
+	// Outcome is valid, invalid, unknown or could-not-run; with
+	// --with-bugs, caught or not-caught instead of valid and invalid.
+	Outcome    string     `json:"outcome"`
+	ExitStatus int        `json:"exit_status"`
+	Runs       []suiteRun `json:"runs"`
+}
+
+func suiteOutcome(exit int, withBugs bool) string {
+	switch {
+	case exit == exitCannotRun:
+		return "could-not-run"
+	case withBugs && exit == exitValid:
+		return "caught"
+	case withBugs && exit == exitInvalid:
+		return "not-caught"
+	}
+	return verdictFor(exit)
+}
+
 // writeSuite writes the suite's JUnit file and its summaries.
-func writeSuite(dir string, runs []suiteRun, junit []report.Run, withBugs bool, took time.Duration) error {
+func writeSuite(dir string, runs []suiteRun, junit []report.Run, withBugs bool, exit int, took time.Duration) error {
 	var buf strings.Builder
 	if err := report.WriteJUnit(&buf, junit); err != nil {
 		return err
@@ -282,7 +305,7 @@ func writeSuite(dir string, runs []suiteRun, junit []report.Run, withBugs bool, 
 	if err := os.WriteFile(filepath.Join(dir, report.JUnitFile), []byte(buf.String()), 0o644); err != nil {
 		return err
 	}
-	b, err := json.MarshalIndent(runs, "", "  ")
+	b, err := json.MarshalIndent(suiteSummary{Outcome: suiteOutcome(exit, withBugs), ExitStatus: exit, Runs: runs}, "", "  ")
 	if err != nil {
 		return err
 	}

@@ -208,6 +208,17 @@ func Check(ctx context.Context, o Options, h *history.File, dir string) (checker
 		results = append(results, c.Check(ctx, h, dir))
 	}
 	checker.Detect(results, h)
+	if ended, why := h.Ended(); !ended {
+		// What a history cut short does not show (a lost write the final
+		// read-back would have found) must not pass for valid: it proves
+		// what it proves, and is unknown otherwise.
+		for i := range results {
+			if results[i].Verdict == checker.Valid {
+				results[i].Verdict = checker.Unknown
+				results[i].Summary = why + ": nothing more can be shown; so far " + results[i].Summary
+			}
+		}
+	}
 	return checker.Combine(results), results
 }
 
@@ -253,7 +264,7 @@ func (t *Test) Run(ctx context.Context, resultsRoot string) (Result, error) {
 	defer hw.Close()
 
 	phase := func(name string) { hw.Write(history.Op{Kind: history.Phase, Process: -1, F: name}) }
-	phase("warm-up")
+	phase(history.PhaseWarmUp)
 	t.Log.Info("starting cluster", "runtime", t.Runtime.Name(), "nodes", o.Nodes)
 	cl, err := t.Runtime.Start(ctx, o.RunID, o.Nodes, dir)
 	if err != nil {
@@ -319,7 +330,7 @@ func (t *Test) Run(ctx context.Context, resultsRoot string) (Result, error) {
 	stopSamples = sync.OnceFunc(stopSamples)
 	defer stopSamples()
 
-	phase("main")
+	phase(history.PhaseMain)
 	mctx, cancel := context.WithTimeout(ctx, o.TimeLimit)
 	defer cancel()
 	nemDone := make(chan struct{})
@@ -332,12 +343,16 @@ func (t *Test) Run(ctx context.Context, resultsRoot string) (Result, error) {
 	touched := t.drive(mctx, hw, nodes, clients, caps)
 	<-nemDone // every fault healed
 	if nem != nil && ctx.Err() == nil {
-		phase("recovery")
+		phase(history.PhaseRecovery)
 		t.recover(ctx, nodes, clients)
 	}
 	if ctx.Err() == nil {
-		phase("final")
+		phase(history.PhaseFinal)
 		t.final(ctx, hw, nodes, clients, touched)
+		if ctx.Err() == nil {
+			// The history is whole: what it lacks, the system lost.
+			phase(history.PhaseEnd)
+		}
 	}
 	stopEvents() // every event the nodes logged by now is in events.jsonl
 	stopSamples()

@@ -363,3 +363,61 @@ func TestTestAllAgainstAnotherImage(t *testing.T) {
 		}
 	}
 }
+
+// A history cut short (the harness interrupted or killed, even at a line
+// boundary) proves what it proves — an invalid stays invalid — and is
+// unknown otherwise, with the reason, never valid: the final read-back
+// that would show a lost write never ran.
+func TestCheckOfAHistoryCutShort(t *testing.T) {
+	op := func(i int, kind, f, value string) history.Op {
+		o := history.Op{Index: int64(i), Time: int64(i+1) * 1e6, Kind: kind, Process: 0, F: f, Entity: "register/r1", Node: "n1"}
+		if value != "" {
+			o.Value = json.RawMessage(value)
+		}
+		if kind == history.OK {
+			o.Reply = &history.Reply{Node: "n1", Incarnation: "i", EntityIncarnation: "n1@i/1"}
+		}
+		return o
+	}
+	phase := func(i int, name string) history.Op {
+		return history.Op{Index: int64(i), Time: int64(i+1) * 1e6, Kind: history.Phase, Process: -1, F: name}
+	}
+	good := []history.Op{phase(0, history.PhaseMain), op(1, history.Invoke, "write", `{"value":1}`), op(2, history.OK, "write", `{"value":1}`),
+		op(3, history.Invoke, "read", ""), op(4, history.OK, "read", `{"value":1}`)}
+	stale := append(slices.Clone(good), op(5, history.Invoke, "read", ""), op(6, history.OK, "read", `{"value":null}`))
+	tests := []struct {
+		name string
+		ops  []history.Op
+		end  bool
+		want checker.Verdict
+		why  string
+	}{
+		{"whole", good, true, checker.Valid, ""},
+		{"stopped before its final read-back", good, false, checker.Unknown, "the run ended before its final read-back"},
+		{"stopped during its final read-back", append(slices.Clone(good), phase(5, history.PhaseFinal)), false, checker.Unknown, "during its final read-back"},
+		{"a violation in the prefix stays invalid", stale, false, checker.Invalid, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ops := slices.Clone(tt.ops)
+			if tt.end {
+				ops = append(ops, phase(len(ops), history.PhaseEnd))
+			}
+			h := &history.File{Header: history.Header{Format: history.Format, Version: history.Version}, Ops: ops}
+			// No events or samples here: judge by linearizable, which has
+			// the history alone to go by.
+			_, results := Check(context.Background(), Options{Workload: "register"}, h, "")
+			for _, r := range results {
+				if r.Checker == "linearizable" && r.Verdict != tt.want {
+					t.Fatalf("linearizable: %s %q, want %s", r.Verdict, r.Summary, tt.want)
+				}
+				if r.Verdict == checker.Valid && !tt.end {
+					t.Errorf("%s valid on a history cut short", r.Checker)
+				}
+				if tt.why != "" && r.Checker == "linearizable" && !strings.Contains(r.Summary, tt.why) {
+					t.Errorf("linearizable: %q lacks %q", r.Summary, tt.why)
+				}
+			}
+		})
+	}
+}
