@@ -138,7 +138,7 @@ unless --keep (Docker only) leaves it running.`,
 			fmt.Fprint(out, res.String())
 			if !res.Passed() {
 				fmt.Fprintf(out, "smoke: FAILED (logs in %s)\n", dir)
-				return errors.New("smoke test failed")
+				return &exitError{exitInvalid, errors.New("smoke test failed")}
 			}
 			fmt.Fprintf(out, "smoke: passed (logs in %s)\n", dir)
 			return nil

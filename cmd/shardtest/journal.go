@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/shardtest/shardtest/protocol/kit"
 	"log/slog"
 	"net"
 	"net/http"
@@ -20,6 +21,9 @@ import (
 
 // journalFile is the bbolt file inside --data.
 const journalFile = "journal.db"
+
+// journalMaxConnections bounds the connections the journal keeps open.
+const journalMaxConnections = 1024
 
 // journalShutdownGrace is how long in-flight requests get to finish after
 // the command is asked to stop.
@@ -138,12 +142,11 @@ func runJournal(ctx context.Context, f journalFlags) error {
 		}
 	}()
 
-	srv := &http.Server{
-		Handler:           persistence.NewServer(store, logger),
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
-	}
+	// A request must arrive in time and connections are bounded, so slow
+	// or many clients cannot hold the journal (the server also bounds the
+	// requests it handles at once).
+	srv := kit.NewServer(persistence.NewServer(store, logger))
+	srv.ErrorLog = slog.NewLogLogger(logger.Handler(), slog.LevelWarn)
 	if f.noFsync {
 		logger.Warn("fsync disabled: acknowledged events can be lost in a crash")
 	}
@@ -151,7 +154,7 @@ func runJournal(ctx context.Context, f journalFlags) error {
 
 	serveErr := make(chan error, 1)
 	serving = true
-	go func() { serveErr <- srv.Serve(ln) }()
+	go func() { serveErr <- srv.Serve(kit.LimitListener(ln, journalMaxConnections)) }()
 
 	select {
 	case err := <-serveErr:

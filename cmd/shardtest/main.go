@@ -17,13 +17,10 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := newRootCmd().ExecuteContext(ctx); err != nil {
+	cmd, err := newRootCmd().ExecuteContextC(ctx)
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "shardtest:", err)
-		var ee *exitError
-		if errors.As(err, &ee) {
-			os.Exit(ee.code)
-		}
-		os.Exit(1)
+		os.Exit(exitCode(cmd, err))
 	}
 }
 
@@ -37,4 +34,20 @@ func newRootCmd() *cobra.Command {
 	root.AddCommand(newRunCmd(), newCheckCmd(), newNodeCmd(), newJournalCmd(), newClusterCmd(), newCleanupCmd(), newServeCmd(), newListCmd())
 	root.AddCommand(newNetCmd(), newDetectCmd(), newTestAllCmd(), newConformCmd())
 	return root
+}
+
+// exitCode is the exit status of a failed command: the one it chose, or,
+// for anything else (a usage error: an unknown flag or command, a flag
+// that does not parse, a bad argument), 3, "could not run" — never 1,
+// which says a bug was found. The node exits 1 for every failure of its
+// own, usage included, since its 3 says it was downed.
+func exitCode(cmd *cobra.Command, err error) int {
+	var ee *exitError
+	if errors.As(err, &ee) {
+		return ee.code
+	}
+	if cmd != nil && cmd.Name() == "node" {
+		return 1
+	}
+	return exitCannotRun
 }

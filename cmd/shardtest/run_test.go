@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -166,5 +167,26 @@ func TestWorse(t *testing.T) {
 	}
 	if suiteOutcome(exitInvalid, false) != "invalid" || suiteOutcome(exitInvalid, true) != "not-caught" || suiteOutcome(exitCannotRun, false) != "could-not-run" {
 		t.Error("suite outcomes")
+	}
+}
+
+// Usage errors exit 3 ("could not run"), never 1 ("invalid": a bug found).
+func TestUsageErrorsCannotRun(t *testing.T) {
+	for _, args := range [][]string{
+		{"--bogus"}, {"nosuchcmd"}, {"run", "--time-limit", "abc"}, {"check"}, {"cluster", "--nodes", "0"},
+		{"run", "--name", "../../escape", "--runtime", "local"}, {"test-all", "--test-count", "0"},
+	} {
+		root := newRootCmd()
+		root.SetArgs(args)
+		root.SetOut(io.Discard)
+		root.SetErr(io.Discard)
+		cmd, err := root.ExecuteContextC(context.Background())
+		if err == nil {
+			t.Errorf("%v: no error", args)
+			continue
+		}
+		if code := exitCode(cmd, err); code != exitCannotRun {
+			t.Errorf("%v: exit %d (%v), want %d", args, code, err, exitCannotRun)
+		}
 	}
 }

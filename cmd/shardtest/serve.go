@@ -142,10 +142,16 @@ func newServeHandler(dir string) (http.Handler, error) {
 }
 
 // notFoundFS reports files it cannot open, such as a symlink that leads out
-// of the root, as not found rather than as a server error.
+// of the root, as not found rather than as a server error, and serves
+// regular files and directories only: opening a FIFO blocks until a writer
+// comes (a request hung, holding a file and a thread), and a device or
+// socket is no result.
 type notFoundFS struct{ fs.FS }
 
 func (f notFoundFS) Open(name string) (fs.File, error) {
+	if st, err := fs.Stat(f.FS, name); err == nil && !st.Mode().IsRegular() && !st.IsDir() {
+		return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrNotExist}
+	}
 	file, err := f.FS.Open(name)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, fs.ErrPermission) {
 		return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrNotExist}

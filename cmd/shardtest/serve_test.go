@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -227,5 +228,43 @@ func TestServeShutsDownOnCancel(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("serve did not stop on cancel")
+	}
+}
+
+// A FIFO in the results folder (or named like a run's results.json) is not
+// served or read: opening one blocks until a writer comes, and every
+// request for it hung, holding a file and a thread.
+func TestServeSkipsSpecialFiles(t *testing.T) {
+	root := resultsTree(t)
+	fifo := filepath.Join(root, "register", "20261129T201536.132Z", "pipe.log")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Skipf("no FIFOs here: %v", err)
+	}
+	run := filepath.Join(root, "append", "20261129T202000.000Z")
+	if err := os.MkdirAll(run, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(filepath.Join(run, "results.json"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	h, err := newServeHandler(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan *httptest.ResponseRecorder, 2)
+	go func() { done <- get(t, h, "/files/register/20261129T201536.132Z/pipe.log") }()
+	go func() { done <- get(t, h, "/") }()
+	for range 2 {
+		select {
+		case rec := <-done:
+			if rec.Code != http.StatusOK && rec.Code != http.StatusNotFound {
+				t.Errorf("status %d: %s", rec.Code, rec.Body)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("a request for a FIFO hangs")
+		}
+	}
+	if rec := get(t, h, "/files/register/20261129T201536.132Z/pipe.log"); rec.Code != http.StatusNotFound {
+		t.Fatalf("a FIFO was served: %d", rec.Code)
 	}
 }

@@ -79,14 +79,33 @@ type Cluster struct {
 	adding sync.Mutex
 }
 
+// CheckPorts checks that a cluster of nodes on base can start: the ports
+// are in range and free now (the journal's, each node's HTTP and gossip
+// port). It has no side effect, so a caller can refuse a bad --base-port
+// before touching anything.
+func CheckPorts(base, nodes int) error {
+	if base < 1024 || base+100+nodes > 65535 {
+		return fmt.Errorf("local: base port %d out of range (1024..%d)", base, 65535-100-nodes)
+	}
+	for i := 0; i <= 100+nodes; i++ {
+		if i > nodes && i < 100 {
+			continue
+		}
+		if err := portFree(base + i); err != nil {
+			return fmt.Errorf("local: port %d is taken (choose another --base-port): %w", base+i, err)
+		}
+	}
+	return nil
+}
+
 // Start starts the journal and the nodes and waits until every node is
 // ready. On error, whatever was started is stopped.
 func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	if opts.Nodes < 1 {
 		return nil, fmt.Errorf("local: need at least one node, got %d", opts.Nodes)
 	}
-	if opts.BasePort < 1024 || opts.BasePort+100+opts.Nodes > 65535 {
-		return nil, fmt.Errorf("local: base port %d out of range (1024..%d)", opts.BasePort, 65535-100-opts.Nodes)
+	if err := CheckPorts(opts.BasePort, opts.Nodes); err != nil {
+		return nil, err
 	}
 	if opts.Binary == "" {
 		exe, err := os.Executable()
@@ -107,14 +126,6 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 			c.Stop()
 		}
 	}()
-	for i := 0; i <= 100+opts.Nodes; i++ {
-		if i > opts.Nodes && i < 100 {
-			continue
-		}
-		if err := portFree(opts.BasePort + i); err != nil {
-			return nil, fmt.Errorf("local: port %d is taken (choose another --base-port): %w", opts.BasePort+i, err)
-		}
-	}
 	jaddr := "127.0.0.1:" + strconv.Itoa(opts.BasePort)
 	c.Journal = &Process{
 		Name: "journal", HTTPAddr: jaddr, binary: opts.Binary, LogPath: filepath.Join(opts.Dir, "journal.log"),

@@ -195,6 +195,10 @@ func read(root, name, stamp string) Run {
 }
 
 func readJSON(path string, v any) error {
+	// Only a regular file: opening a FIFO blocks until a writer comes.
+	if st, err := os.Stat(path); err == nil && !st.Mode().IsRegular() {
+		return fmt.Errorf("%s: not a regular file", filepath.Base(path))
+	}
 	b, err := os.ReadFile(path)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {

@@ -96,6 +96,8 @@ func (o Options) Validate() error {
 	switch {
 	case o.Name == "":
 		return errors.New("a test needs a name")
+	case !validName(o.Name):
+		return fmt.Errorf("--name %q: want 1 to 64 letters, digits, '.', '_' or '-', not starting with '.' (it names a folder under --results)", o.Name)
 	case o.Nodes < 1 || o.Nodes > 50:
 		return fmt.Errorf("--nodes %d: want 1 to 50", o.Nodes)
 	case o.Concurrency < 1 || o.Concurrency > 1000:
@@ -240,6 +242,17 @@ type Test struct {
 func (t *Test) Run(ctx context.Context, resultsRoot string) (Result, error) {
 	o := t.Options
 	if err := o.Validate(); err != nil {
+		return Result{}, err
+	}
+	// Refuse what can be refused before any side effect (a folder, the
+	// latest link, a cluster): the runtime's own checks (free ports), and
+	// faults the runtime or the cluster's size cannot take.
+	if c, ok := t.Runtime.(interface{ Check(nodes int) error }); ok {
+		if err := c.Check(o.Nodes); err != nil {
+			return Result{}, err
+		}
+	}
+	if err := t.precheckFaults(); err != nil {
 		return Result{}, err
 	}
 	start := time.Now()
@@ -665,6 +678,57 @@ func clusterNodes(cl Cluster) func() []Node {
 	}
 }
 
+// precheckFaults refuses, before the cluster starts, faults the runtime or
+// the cluster's size cannot take (loss on the local runtime, a shape that
+// needs more nodes), as Runner.Check would once the cluster is up: it
+// checks against the runtime's features and a cluster of o.Nodes that
+// declares every capability, so only what the implementation declares is
+// left for later.
+func (t *Test) precheckFaults() error {
+	faults, err := nemesis.Parse(t.Options.faults())
+	if err != nil || len(faults) == 0 {
+		return err
+	}
+	f, ok := t.Runtime.(interface{ Features() []string })
+	if !ok {
+		return nil
+	}
+	r := &nemesis.Runner{Faults: faults, Env: &nemesis.Env{Capabilities: protocol.AllCapabilities(),
+		Cluster: plannedCluster{runtime: t.Runtime.Name(), features: f.Features(), nodes: t.Options.Nodes}}}
+	_, err = r.Check()
+	return err
+}
+
+// plannedCluster is a cluster not started yet, for checks of size and
+// features only.
+type plannedCluster struct {
+	runtime  string
+	features []string
+	nodes    int
+}
+
+func (p plannedCluster) Runtime() string    { return p.runtime }
+func (p plannedCluster) Features() []string { return p.features }
+func (p plannedCluster) Nodes() []nemesis.Node {
+	out := make([]nemesis.Node, p.nodes)
+	for i := range out {
+		out[i].Name = fmt.Sprintf("n%d", i+1)
+	}
+	return out
+}
+func (plannedCluster) Journal() nemesis.Node { return nemesis.Node{Name: "journal"} }
+func (plannedCluster) SetRules(context.Context, string, nemesis.Rules) error {
+	return nemesis.ErrUnsupported
+}
+func (plannedCluster) Kill(context.Context, string) error   { return nemesis.ErrUnsupported }
+func (plannedCluster) Start(context.Context, string) error  { return nemesis.ErrUnsupported }
+func (plannedCluster) Pause(context.Context, string) error  { return nemesis.ErrUnsupported }
+func (plannedCluster) Resume(context.Context, string) error { return nemesis.ErrUnsupported }
+func (plannedCluster) AddNode(context.Context) (nemesis.Node, error) {
+	return nemesis.Node{}, nemesis.ErrUnsupported
+}
+func (plannedCluster) RemoveNode(context.Context, string) error { return nemesis.ErrUnsupported }
+
 // recordEvents collects every node's events into events.jsonl until the
 // returned stop is called (after the final phase).
 func (t *Test) recordEvents(ctx context.Context, dir string, cl Cluster, hw *history.Writer) (stop func(), err error) {
@@ -820,4 +884,18 @@ func linkLatest(root, name, dir string) {
 		os.Remove(link)
 		os.Symlink(rel, link)
 	}
+}
+
+// validName reports whether name can name a folder under the results root:
+// no separator, no "." or "..", nothing hidden.
+func validName(name string) bool {
+	if name == "" || len(name) > 64 || name[0] == '.' {
+		return false
+	}
+	for _, c := range name {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
+			return false
+		}
+	}
+	return true
 }

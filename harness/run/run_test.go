@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -166,6 +167,12 @@ func TestBadOptions(t *testing.T) {
 		"empty setting":  func(o *Options) { o.NodeSettings = map[string]string{"stable-after": ""} },
 		"two lines":      func(o *Options) { o.NodeSettings = map[string]string{"stable-after": "1s\nX=1"} },
 		"start setting":  func(o *Options) { o.NodeSettings = map[string]string{"journal": "http://elsewhere"} },
+		// A name is a folder under the results root: ../../escape wrote
+		// outside it.
+		"name escapes":  func(o *Options) { o.Name = "../../escape" },
+		"name with /":   func(o *Options) { o.Name = "a/b" },
+		"hidden name":   func(o *Options) { o.Name = ".x" },
+		"name too long": func(o *Options) { o.Name = strings.Repeat("n", 65) },
 	}
 	for name, mod := range mods {
 		o := base
@@ -417,6 +424,46 @@ func TestCheckOfAHistoryCutShort(t *testing.T) {
 				if tt.why != "" && r.Checker == "linearizable" && !strings.Contains(r.Summary, tt.why) {
 					t.Errorf("linearizable: %q lacks %q", r.Summary, tt.why)
 				}
+			}
+		})
+	}
+}
+
+// What can be refused is refused before any side effect: no results
+// folder, no latest link, no cluster (loss on the local runtime started a
+// whole cluster first; a taken --base-port repointed results/latest).
+func TestRefusedBeforeAnySideEffect(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	takenPort := taken.Addr().(*net.TCPAddr).Port
+	w, _ := workloads.Named("register")
+	tests := []struct {
+		name string
+		mod  func(o *Options, l *Local)
+		want string
+	}{
+		{"loss on the local runtime", func(o *Options, l *Local) { o.Nemesis, o.NemesisInterval = "loss", 5*time.Second }, "loss"},
+		{"a shape that needs more nodes", func(o *Options, l *Local) { o.Nemesis, o.NemesisInterval = "partition:majorities-ring", 5*time.Second }, "at least 4 nodes"},
+		{"a base port out of range", func(o *Options, l *Local) { l.BasePort = 70000 }, "out of range"},
+		{"a base port taken", func(o *Options, l *Local) { l.BasePort = takenPort }, "is taken"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := options("refused")
+			o.Nodes = 3
+			l := Local{Binary: "/nonexistent/shardtest", BasePort: 28400, Log: quiet()}
+			tt.mod(&o, &l)
+			root := t.TempDir()
+			test := &Test{Options: o, Runtime: l, Workload: w, Log: quiet()}
+			_, err := test.Run(context.Background(), root)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("err %v, want one naming %q", err, tt.want)
+			}
+			if entries, _ := os.ReadDir(root); len(entries) != 0 {
+				t.Fatalf("the refused run left %v in the results root", entries)
 			}
 		})
 	}

@@ -29,6 +29,9 @@ type Docker struct {
 // Name implements Runtime.
 func (Docker) Name() string { return "docker" }
 
+// Features are what the nemesis can do on containers.
+func (Docker) Features() []string { return dockerFaults{}.Features() }
+
 // Start implements Runtime.
 func (d Docker) Start(ctx context.Context, runID string, nodes int, dir string) (Cluster, error) {
 	c, err := docker.Start(ctx, docker.Options{Nodes: nodes, RunID: runID, Dir: dir, NodeArgs: d.NodeArgs,
@@ -75,6 +78,12 @@ type Local struct {
 
 // Name implements Runtime.
 func (Local) Name() string { return "local" }
+
+// Features are what the nemesis can do on local nodes.
+func (Local) Features() []string { return localFaults{}.Features() }
+
+// Check implements Checker: the ports must be free.
+func (l Local) Check(nodes int) error { return local.CheckPorts(l.BasePort, nodes) }
 
 // Start implements Runtime; logs land in dir as the nodes write them.
 func (l Local) Start(ctx context.Context, _ string, nodes int, dir string) (Cluster, error) {

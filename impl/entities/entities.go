@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/shardtest/shardtest/protocol/journal"
+	"github.com/shardtest/shardtest/protocol/kit"
 	"time"
 
 	"github.com/shardtest/shardtest/impl/sharding"
@@ -205,12 +206,19 @@ const (
 	CodeJournalUnavailable = "journal-unavailable"
 )
 
+// decode reads an operation's payload strictly: absent or null is no
+// payload; otherwise one JSON object with no field the operation does not
+// define (a typo must not pass as an empty request).
 func decode(payload json.RawMessage, v any) error {
-	if len(payload) == 0 {
+	if len(bytes.TrimSpace(payload)) == 0 || bytes.Equal(bytes.TrimSpace(payload), []byte("null")) {
 		return nil
 	}
-	if err := json.Unmarshal(payload, v); err != nil {
-		return fmt.Errorf("%w: %v", ErrBadRequest, err)
+	if err := kit.DecodeJSON(payload, v); err != nil {
+		var ke *kit.Error
+		if errors.As(err, &ke) {
+			return fmt.Errorf("%w: payload: %s", ErrBadRequest, ke.Message)
+		}
+		return fmt.Errorf("%w: payload: %v", ErrBadRequest, err)
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/shardtest/shardtest/protocol"
 	"github.com/shardtest/shardtest/protocol/journal"
 	"path/filepath"
 	"strconv"
@@ -305,7 +306,7 @@ func TestUnknownAppendIsSettled(t *testing.T) {
 type fakeLogSend struct {
 	mu    sync.Mutex
 	fail  int
-	got   []LogEntry
+	got   []protocol.LogEntry
 	calls int
 }
 
@@ -317,16 +318,16 @@ func (f *fakeLogSend) send(ctx context.Context, typ string, msg sharding.Message
 		f.fail--
 		return sharding.Reply{}, errors.New("lost")
 	}
-	var req appendRequest
+	var req protocol.LogAppend
 	json.Unmarshal(msg.Payload, &req)
 	f.got = append(f.got, req.LogEntry)
 	return sharding.Reply{}, nil
 }
 
-func (f *fakeLogSend) entries() []LogEntry {
+func (f *fakeLogSend) entries() []protocol.LogEntry {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return append([]LogEntry(nil), f.got...)
+	return append([]protocol.LogEntry(nil), f.got...)
 }
 
 func waitFor(t *testing.T, what string, cond func() bool) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/shardtest/shardtest/protocol"
 
 	"github.com/shardtest/shardtest/impl/sharding"
 )
@@ -17,31 +18,17 @@ import (
 // With dedup, an entry whose (client, seq) is already in the log is not
 // appended again: receiver-side de-duplication, which makes at-least-once
 // delivery effectively-once.
-type LogEntry struct {
-	Client string `json:"client"`
-	Seq    int64  `json:"seq"`
-}
-
-type appendRequest struct {
-	LogEntry
-	Dedup bool `json:"dedup"`
-}
-
-type logReply struct {
-	Length    int  `json:"length"`
-	Duplicate bool `json:"duplicate,omitempty"`
-}
 
 type appendLog struct {
 	journaled
-	entries []LogEntry
-	seen    map[LogEntry]bool
+	entries []protocol.LogEntry
+	seen    map[protocol.LogEntry]bool
 }
 
 // NewLog returns the factory of append-log entities.
 func NewLog(opts Options) sharding.EntityFactory {
 	return func(ctx context.Context, ec sharding.EntityContext) (sharding.Entity, error) {
-		l := &appendLog{seen: map[LogEntry]bool{}}
+		l := &appendLog{seen: map[protocol.LogEntry]bool{}}
 		l.journaled = journaled{j: ec.Journal, pid: pid(LogType, ec), apply: l.apply}
 		if err := l.recover(ctx, opts); err != nil {
 			return nil, err
@@ -51,7 +38,7 @@ func NewLog(opts Options) sharding.EntityFactory {
 }
 
 func (l *appendLog) apply(data []byte) error {
-	var e LogEntry
+	var e protocol.LogEntry
 	if err := json.Unmarshal(data, &e); err != nil {
 		return err
 	}
@@ -66,7 +53,7 @@ func (l *appendLog) Handle(ctx context.Context, msg sharding.Message) (json.RawM
 	}
 	switch msg.Op {
 	case "append":
-		var req appendRequest
+		var req protocol.LogAppend
 		if err := decode(msg.Payload, &req); err != nil {
 			return nil, err
 		}
@@ -75,21 +62,21 @@ func (l *appendLog) Handle(ctx context.Context, msg sharding.Message) (json.RawM
 			return nil, fmt.Errorf("%w: append needs a client", ErrBadRequest)
 		}
 		if req.Dedup && l.seen[e] {
-			return json.Marshal(logReply{Length: len(l.entries), Duplicate: true})
+			return json.Marshal(protocol.LogAppendResult{Length: len(l.entries), Duplicate: true})
 		}
 		if err := l.persist(ctx, e); err != nil {
 			return nil, err
 		}
 		l.entries = append(l.entries, e)
 		l.seen[e] = true
-		return json.Marshal(logReply{Length: len(l.entries)})
+		return json.Marshal(protocol.LogAppendResult{Length: len(l.entries)})
 	case "read":
 		entries := l.entries
 		if entries == nil {
-			entries = []LogEntry{}
+			entries = []protocol.LogEntry{}
 		}
 		return json.Marshal(struct {
-			Entries []LogEntry `json:"entries"`
+			Entries []protocol.LogEntry `json:"entries"`
 		}{entries})
 	}
 	return nil, fmt.Errorf("%w: unknown log op %q (append, read)", ErrBadRequest, msg.Op)

@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/shardtest/shardtest/protocol"
 	"sort"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/shardtest/shardtest/impl/clock"
 	"github.com/shardtest/shardtest/impl/sharding"
@@ -48,13 +50,6 @@ type senderEvent struct {
 	Client     string `json:"c,omitempty"`
 	Seq        int64  `json:"s,omitempty"`
 	Dedup      bool   `json:"dd,omitempty"`
-}
-
-type sendRequest struct {
-	To     string `json:"to"`
-	Client string `json:"client"`
-	Seq    int64  `json:"seq"`
-	Dedup  bool   `json:"dedup"`
 }
 
 type sender struct {
@@ -141,12 +136,15 @@ func (s *sender) kick() {
 func (s *sender) Handle(ctx context.Context, msg sharding.Message) (json.RawMessage, error) {
 	switch msg.Op {
 	case "send":
-		var req sendRequest
+		var req protocol.SenderSend
 		if err := decode(msg.Payload, &req); err != nil {
 			return nil, err
 		}
-		if req.To == "" || req.Client == "" {
-			return nil, fmt.Errorf("%w: send needs a target log (to) and a client", ErrBadRequest)
+		// Checked before it is stored: a message to a log id no request
+		// could name would be redelivered forever.
+		if !validName(req.To, protocol.MaxEntityIDBytes) || !validName(req.Client, protocol.MaxSenderBytes) {
+			return nil, fmt.Errorf("%w: send needs a target log (to, 1 to %d bytes of UTF-8) and a client (1 to %d bytes)",
+				ErrBadRequest, protocol.MaxEntityIDBytes, protocol.MaxSenderBytes)
 		}
 		s.mu.Lock()
 		e := senderEvent{Kind: "sent", DeliveryID: s.next + 1, To: req.To, Client: req.Client, Seq: req.Seq, Dedup: req.Dedup}
@@ -156,9 +154,9 @@ func (s *sender) Handle(ctx context.Context, msg sharding.Message) (json.RawMess
 			return nil, err
 		}
 		s.kick()
-		return json.Marshal(map[string]int64{"delivery_id": e.DeliveryID})
+		return json.Marshal(protocol.SenderSendResult{DeliveryID: e.DeliveryID})
 	case "pending":
-		return json.Marshal(map[string]int{"unconfirmed": s.pending()})
+		return json.Marshal(protocol.SenderPendingResult{Unconfirmed: s.pending()})
 	case "flush":
 		for {
 			s.mu.Lock()
@@ -171,10 +169,10 @@ func (s *sender) Handle(ctx context.Context, msg sharding.Message) (json.RawMess
 			select {
 			case <-ch:
 			case <-ctx.Done():
-				return json.Marshal(map[string]int{"unconfirmed": n})
+				return json.Marshal(protocol.SenderPendingResult{Unconfirmed: n})
 			}
 		}
-		return json.Marshal(map[string]int{"unconfirmed": 0})
+		return json.Marshal(protocol.SenderPendingResult{})
 	}
 	return nil, fmt.Errorf("%w: unknown sender op %q (send, pending, flush)", ErrBadRequest, msg.Op)
 }
@@ -209,7 +207,7 @@ func (s *sender) redeliver(ctx context.Context) {
 			if ctx.Err() != nil {
 				return
 			}
-			payload, _ := json.Marshal(appendRequest{LogEntry: LogEntry{Client: e.Client, Seq: e.Seq}, Dedup: e.Dedup})
+			payload, _ := json.Marshal(protocol.LogAppend{LogEntry: protocol.LogEntry{Client: e.Client, Seq: e.Seq}, Dedup: e.Dedup})
 			dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 			_, err := s.send(dctx, LogType, sharding.Message{EntityID: e.To, Op: "append", Payload: payload, Sender: "sender"})
 			cancel()
@@ -236,3 +234,6 @@ func (s *sender) Stop(context.Context) error {
 	<-s.done
 	return nil
 }
+
+// validName reports whether s is 1 to most bytes of valid UTF-8.
+func validName(s string, most int) bool { return s != "" && len(s) <= most && utf8.ValidString(s) }

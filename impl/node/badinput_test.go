@@ -49,6 +49,20 @@ func TestBadInputOnEveryEndpoint(t *testing.T) {
 		{"POST", "/v1/admin/filter", `{"drop_in":5}`, 400, "bad-request"},
 		{"POST", "/v1/admin/filter", huge, 400, "bad-request"},
 		{"POST", "/v1/admin/leave", `{"now":true}`, 400, "bad-request"},
+		// null is not an empty request: it made the node leave, and reset
+		// the clock and the filter.
+		{"POST", "/v1/admin/leave", `null`, 400, "bad-request"},
+		{"POST", "/v1/admin/clock", `null`, 400, "bad-request"},
+		{"POST", "/v1/admin/filter", `null`, 400, "bad-request"},
+		// Invalid UTF-8 was replaced by U+FFFD after decoding: two ids
+		// became one.
+		{"POST", "/v1/entity", "{\"type\":\"register\",\"id\":\"k\xff\",\"op\":\"read\"}", 400, "bad-request"},
+		// Unknown fields inside the payload were ignored.
+		{"POST", "/v1/entity", `{"type":"register","id":"k","op":"write","payload":{"value":1,"valeu":2}}`, 400, "bad-request"},
+		// A target no request could name was stored and redelivered
+		// every second forever.
+		{"POST", "/v1/entity", `{"type":"sender","id":"s","op":"send","payload":{"to":"` + strings.Repeat("t", 257) + `","client":"c","seq":1}}`, 400, "bad-request"},
+		{"GET", "/v1/events?%zz", "", 400, "bad-request"},
 		{"GET", "/v1/admin/leave", ``, 405, "method-not-allowed"},
 		{"DELETE", "/v1/status", "", 405, "method-not-allowed"},
 		{"POST", "/v1/health", "", 405, "method-not-allowed"},
@@ -92,6 +106,17 @@ func TestBadInputOnEveryEndpoint(t *testing.T) {
 			}
 		})
 	}
+	// HEAD is GET without the body.
+	for _, path := range []string{"/v1/status", "/v1/health", "/v1/capabilities", "/v1/events"} {
+		res, err := http.Head(base + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != http.StatusOK || res.Header.Get(protocol.NodeHeader) != "n1" {
+			t.Errorf("HEAD %s: %d %v", path, res.StatusCode, res.Header)
+		}
+	}
 	// Nothing was changed by the rejected requests, and the node still works.
 	after := n.Status()
 	if after.Clock.Drift != 0 || after.Clock.OffsetMS > 1 || after.Clock.OffsetMS < -1 {
@@ -100,7 +125,7 @@ func TestBadInputOnEveryEndpoint(t *testing.T) {
 	if len(after.Filter.DropIn)+len(after.Filter.DropOut) != 0 {
 		t.Fatalf("filter changed by bad requests: %+v", after.Filter)
 	}
-	if !after.Ready || after.Self.UID != before.Self.UID {
+	if after.Self.Status != protocol.StatusUp || after.Self.UID != before.Self.UID {
 		t.Fatalf("node not ready or restarted after bad requests: %+v", after.Self)
 	}
 	if _, err := newIDClient().nextID(n.Addr()); err != nil {

@@ -241,7 +241,7 @@ func New(cfg Config) (*Node, error) {
 		n.journal = journal.NewClient(cfg.JournalURL, journal.ClientOptions{})
 	}
 	n.proto = n.protocolNode()
-	n.srv = &http.Server{Handler: n.proto.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	n.srv = kit.NewServer(n.proto.Handler())
 	return n, nil
 }
 
@@ -256,7 +256,7 @@ func (n *Node) Events() *kit.EventLog { return n.events }
 // (ErrDowned).
 func (n *Node) Run(ctx context.Context) error {
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- n.srv.Serve(n.ln) }()
+	go func() { serveErr <- n.srv.Serve(kit.LimitListener(n.ln, kit.MaxConnections)) }()
 	defer func() {
 		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()

@@ -1,6 +1,7 @@
 package persistence
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,13 +10,21 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"unicode/utf8"
 )
 
 // server serves one journal.Journal over HTTP/JSON.
 type server struct {
 	store  journal.Journal
 	logger *slog.Logger
+	// slots bound the requests in flight, so their bodies (up to
+	// journal.MaxRequestBytes each) bound the memory they take.
+	slots chan struct{}
 }
+
+// MaxInFlight is how many requests the server handles at once; more wait
+// for a slot (or their client's cancellation).
+const MaxInFlight = 32
 
 // NewServer returns the HTTP/JSON API of the journal (see Client for the
 // other end). Every error is answered as JSON {"error","code","outcome"}.
@@ -23,12 +32,25 @@ func NewServer(store journal.Journal, logger *slog.Logger) http.Handler {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &server{store: store, logger: logger}
+	return &server{store: store, logger: logger, slots: make(chan struct{}, MaxInFlight)}
 }
 
-// ServeHTTP routes by hand rather than with http.ServeMux method patterns,
-// because the mux answers 404/405 in plain text and clients rely on JSON.
+// ServeHTTP takes a slot, then serves the request.
 func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	select {
+	case s.slots <- struct{}{}:
+	case <-r.Context().Done():
+		// The client is gone; nothing was read, nothing done.
+		s.writeError(w, r, http.StatusServiceUnavailable, journal.CodeUnavailable, journal.OutcomeFail, "request cancelled while waiting for a slot")
+		return
+	}
+	defer func() { <-s.slots }()
+	s.route(w, r)
+}
+
+// route routes by hand rather than with http.ServeMux method patterns,
+// because the mux answers 404/405 in plain text and clients rely on JSON.
+func (s *server) route(w http.ResponseWriter, r *http.Request) {
 	var handle func(http.ResponseWriter, *http.Request)
 	method := http.MethodPost
 	switch r.URL.Path {
@@ -133,9 +155,21 @@ func (s *server) handleHealth(w http.ResponseWriter, r *http.Request) {
 // decode reads exactly one JSON object with no unknown fields from the
 // body, answering the error itself when it cannot.
 func (s *server) decode(w http.ResponseWriter, r *http.Request, dst any) bool {
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, journal.MaxRequestBytes))
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, journal.MaxRequestBytes))
+	if err == nil && !utf8.Valid(body) {
+		// The decoder would turn invalid bytes into U+FFFD, and two
+		// distinct pids would become one.
+		err = errors.New("the body is not valid UTF-8")
+	}
+	if err != nil && !isTooLarge(err) {
+		s.writeError(w, r, http.StatusBadRequest, journal.CodeInvalid, journal.OutcomeFail, "malformed request: "+err.Error())
+		return false
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
-	err := dec.Decode(dst)
+	if err == nil {
+		err = dec.Decode(dst)
+	}
 	if err == nil {
 		// Trailing data would mean the client and server disagree about
 		// the request; refuse rather than guess.

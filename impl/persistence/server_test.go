@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"github.com/shardtest/shardtest/protocol/journal"
 	"io"
 	"log/slog"
@@ -96,6 +97,9 @@ func TestServerBadRequests(t *testing.T) {
 		{"malformed highest", "POST", "/v1/highest", strings.NewReader(`{"pid":1}`), 400, journal.CodeInvalid},
 		{"empty body", "POST", "/v1/append", strings.NewReader(``), 400, journal.CodeInvalid},
 		{"null body", "POST", "/v1/append", strings.NewReader(`null`), 400, journal.CodeInvalid},
+		// Invalid UTF-8 in a pid was replaced by U+FFFD: distinct pids
+		// collided.
+		{"invalid UTF-8 pid", "POST", "/v1/append", strings.NewReader("{\"pid\":\"p\xff\",\"expected_seq\":0,\"events\":[\"eA==\"]}"), 400, journal.CodeInvalid},
 		{"trailing data", "POST", "/v1/append", strings.NewReader(`{"pid":"p","expected_seq":1,"events":["eA=="]} {}`), 400, journal.CodeInvalid},
 		{"unknown field append", "POST", "/v1/append", strings.NewReader(`{"pid":"p","expected_seq":1,"events":["eA=="],"force":true}`), 400, journal.CodeInvalid},
 		{"unknown field replay", "POST", "/v1/replay", strings.NewReader(`{"pid":"p","limit":3}`), 400, journal.CodeInvalid},
@@ -382,5 +386,63 @@ func TestFenceRetryIsIdempotent(t *testing.T) {
 	// Four requests were applied; the caller holds the only epoch given.
 	if next, _, err := s.Fence(context.Background(), "p"); err != nil || epoch != 1 || next != 2 {
 		t.Fatalf("the client got epoch %d, the next fence %d (%v); want 1 and 2", epoch, next, err)
+	}
+}
+
+// blockingJournal holds every Append until release closes, counting the
+// calls in flight.
+type blockingJournal struct {
+	journal.Journal
+	release          chan struct{}
+	mu               sync.Mutex
+	inFlight, maxSaw int
+}
+
+func (b *blockingJournal) Append(ctx context.Context, pid string, seq int64, epoch uint64, data [][]byte) (int64, error) {
+	b.mu.Lock()
+	b.inFlight++
+	b.maxSaw = max(b.maxSaw, b.inFlight)
+	b.mu.Unlock()
+	<-b.release
+	b.mu.Lock()
+	b.inFlight--
+	b.mu.Unlock()
+	return 1, nil
+}
+
+// Requests in flight are bounded (eight ~60 MB appends once took the
+// journal to 1.09 GB): the rest wait for a slot.
+func TestServerBoundsRequestsInFlight(t *testing.T) {
+	s, _ := openTestStore(t, true)
+	b := &blockingJournal{Journal: s, release: make(chan struct{})}
+	srv := httptest.NewServer(NewServer(b, slog.New(slog.DiscardHandler)))
+	defer srv.Close()
+	var wg sync.WaitGroup
+	for i := range 3 * MaxInFlight {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			body := fmt.Sprintf(`{"pid":"p%d","expected_seq":0,"events":["eA=="]}`, i)
+			res, err := http.Post(srv.URL+"/v1/append", "application/json", strings.NewReader(body))
+			if err == nil {
+				res.Body.Close()
+			}
+		}()
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		b.mu.Lock()
+		n := b.inFlight
+		b.mu.Unlock()
+		if n == MaxInFlight || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(100 * time.Millisecond) // would more get in?
+	close(b.release)
+	wg.Wait()
+	if b.maxSaw != MaxInFlight {
+		t.Fatalf("%d appends were in the store at once, want at most (and, under this load, exactly) %d", b.maxSaw, MaxInFlight)
 	}
 }

@@ -30,7 +30,7 @@
 //   - epoch is the writer epoch the append is made under: refused (fenced)
 //     if a higher epoch has fenced the id. 0 (NoEpoch) skips fencing.
 //   - events are opaque bytes (base64 in JSON), 1 to 10,000 per append, each
-//     at most 4 MiB; all are written, or none. last_seq is the sequence
+//     at most 4 MiB, the request at most 8 MiB; all are written, or none. last_seq is the sequence
 //     number of the last one written. Sequence numbers start at 1 and have
 //     no gaps.
 //   - replay returns the events of pid with seq >= from (from is
@@ -190,9 +190,11 @@ func ValidateAppend(pid string, expectedSeq int64, data [][]byte) error {
 	return nil
 }
 
-// MaxRequestBytes bounds an HTTP request body. Events travel base64-encoded,
-// so this admits roughly 48 MiB of payload per append.
-const MaxRequestBytes = 64 << 20
+// MaxRequestBytes bounds an HTTP request body: one event of MaxEventBytes
+// base64-encoded fits, with room to spare. Real events are tiny; the bound
+// (with the server's bound on requests in flight) keeps a stranger's large
+// appends from taking the journal's memory.
+const MaxRequestBytes = 8 << 20
 
 // API paths.
 const (

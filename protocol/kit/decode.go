@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/shardtest/shardtest/protocol"
 )
@@ -37,6 +39,11 @@ func DecodeJSON(data []byte, v any) error {
 	trimmed := bytes.TrimSpace(data)
 	if len(trimmed) == 0 {
 		return nil
+	}
+	if !utf8.Valid(trimmed) {
+		// The decoder would turn invalid bytes into U+FFFD, and two
+		// distinct ids would become one.
+		return Errorf(protocol.CodeBadRequest, "malformed request: the body is not valid UTF-8")
 	}
 	if trimmed[0] != '{' {
 		what := "a JSON value"
@@ -68,8 +75,12 @@ type eventsQuery struct {
 	wait  time.Duration
 }
 
-func parseEventsQuery(q map[string][]string) (eventsQuery, error) {
+func parseEventsQuery(raw string) (eventsQuery, error) {
 	eq := eventsQuery{limit: protocol.EventsDefaultLimit}
+	q, err := url.ParseQuery(raw)
+	if err != nil {
+		return eq, fmt.Errorf("malformed query %q: %v", raw, err)
+	}
 	for k, vs := range q {
 		if len(vs) != 1 {
 			return eq, fmt.Errorf("query parameter %q given %d times", k, len(vs))

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -359,5 +360,52 @@ func TestEventsLongPoll(t *testing.T) {
 	}
 	if took := time.Since(start); len(r.Events) != 1 || r.Last != 1 || took > 4*time.Second {
 		t.Fatalf("events %+v after %v", r, took)
+	}
+}
+
+// A server made by the kit bounds how long a request may take to arrive
+// (a slow body held connections open forever) and how many connections
+// are open at once.
+func TestServerLimits(t *testing.T) {
+	srv := NewServer(http.NotFoundHandler())
+	if srv.ReadTimeout != ReadTimeout || srv.ReadHeaderTimeout == 0 || srv.ReadTimeout == 0 {
+		t.Fatalf("read timeouts %v / %v", srv.ReadHeaderTimeout, srv.ReadTimeout)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ll := LimitListener(l, 2)
+	defer ll.Close()
+	accepted := make(chan net.Conn, 3)
+	go func() {
+		for {
+			c, err := ll.Accept()
+			if err != nil {
+				return
+			}
+			accepted <- c
+		}
+	}()
+	for range 3 {
+		c, err := net.Dial("tcp", l.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+	}
+	first := <-accepted
+	<-accepted
+	select {
+	case <-accepted:
+		t.Fatal("a third connection was accepted with two open")
+	case <-time.After(200 * time.Millisecond):
+	}
+	first.Close()
+	select {
+	case c := <-accepted:
+		c.Close()
+	case <-time.After(2 * time.Second):
+		t.Fatal("the third connection was not accepted once one closed")
 	}
 }

@@ -186,7 +186,8 @@ type route struct {
 }
 
 func (n *Node) routes() map[string]route {
-	get, post, both := []string{http.MethodGet}, []string{http.MethodPost}, []string{http.MethodGet, http.MethodPost}
+	// HEAD is GET without the body (net/http drops it).
+	get, post, both := []string{http.MethodGet, http.MethodHead}, []string{http.MethodPost}, []string{http.MethodGet, http.MethodHead, http.MethodPost}
 	return map[string]route{
 		"/v1/health":            {"", get, n.serveHealth},
 		"/v1/status":            {protocol.CapMembership, get, n.serveStatus},
@@ -391,7 +392,7 @@ func (n *Node) serveStatus(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (n *Node) serveEvents(w http.ResponseWriter, r *http.Request) error {
-	q, err := parseEventsQuery(r.URL.Query())
+	q, err := parseEventsQuery(r.URL.RawQuery)
 	if err != nil {
 		return Errorf(protocol.CodeBadRequest, "%v", err)
 	}
@@ -611,9 +612,11 @@ func Serve(ctx context.Context, addr string, h http.Handler) error {
 	return ServeListener(ctx, l, h)
 }
 
-// ServeListener is Serve on a listener already open.
+// ServeListener is Serve on a listener already open, with the kit's
+// limits (ReadTimeout, MaxConnections).
 func ServeListener(ctx context.Context, l net.Listener, h http.Handler) error {
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	srv := NewServer(h)
+	l = LimitListener(l, MaxConnections)
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(l) }()
 	select {
