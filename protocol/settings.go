@@ -33,6 +33,7 @@ func Settings() []Setting {
 		{Name: "gossip-port", Meaning: "a suggested port for cluster-internal traffic (TCP and UDP)"},
 		{Name: "seeds", Meaning: "comma-separated cluster-internal addresses (ip:port) of the seed members, this node's own included; the first seed may bootstrap a new cluster"},
 		{Name: "journal", Meaning: "URL of the journal server (http://ip:port)"},
+		{Name: "cluster-secret", Meaning: "a secret every member of the run shares, new for every run: an implementation may require it of its node-to-node traffic, so that a stranger on the network (or another run's nodes) is refused"},
 		{Name: "roles", Meaning: "comma-separated roles of the member (optional)"},
 		{Name: "bugs", Meaning: "deliberate bugs to switch on (only those the node declares)"},
 		{Name: "passivate-idle-after", Meaning: "passivate entities idle this long (passivate-idle-entity-after)", Optional: true},
@@ -46,7 +47,7 @@ func Settings() []Setting {
 // setting name, so a scenario must not set it.
 func IsStartSetting(name string) bool {
 	switch name {
-	case "name", "http", "http-advertise", "gossip-bind", "gossip-port", "seeds", "journal":
+	case "name", "http", "http-advertise", "gossip-bind", "gossip-port", "seeds", "journal", "cluster-secret":
 		return true
 	}
 	return false

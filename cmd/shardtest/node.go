@@ -1,6 +1,7 @@
 package main
 
 import (
+	"net"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -71,7 +72,10 @@ otherwise.`,
 			if err != nil {
 				return err
 			}
-			logger.Info("node listening", "http", n.Addr())
+			logger.Info("node listening", "http", n.Addr(), "peers", n.PeerAddr())
+			if publicOutsideContainer(cfg.HTTPListen) {
+				logger.Warn("the node protocol is served on a public address outside a container: its admin endpoints (leave, down, clock, filter) need no authentication, as a test tool's; serve it on loopback or in a container", "http", cfg.HTTPListen)
+			}
 			err = n.Run(cmd.Context())
 			if errors.Is(err, node.ErrDowned) {
 				logger.Warn("downed; exiting", "status", exitDowned)
@@ -89,6 +93,8 @@ otherwise.`,
 	f.IntVar(&cfg.GossipPort, "gossip-port", 7946, "gossip port (TCP and UDP; 0 picks one)")
 	f.StringVar(&cfg.GossipAdvertise, "gossip-advertise", "", "IP address advertised for gossip (default: --gossip-bind)")
 	f.StringSliceVar(&seeds, "seeds", nil, "comma-separated gossip addresses (ip:port) of seed members; the first bootstraps a new cluster")
+	f.IntVar(&cfg.PeerPort, "peer-port", 0, "port for node-to-node requests on --gossip-bind (0 picks one; it is gossiped to the other members)")
+	f.StringVar(&cfg.ClusterSecret, "cluster-secret", "", "a secret every member shares, required of every node-to-node request (better from SHARDTEST_CLUSTER_SECRET than on the command line)")
 	f.StringVar(&cfg.JournalURL, "journal", "", "journal server URL (required), e.g. http://127.0.0.1:7400")
 
 	f.StringVar(&cfg.Downing.Strategy, "downing", cluster.KeepMajority, "split-brain resolver: keep-majority, static-quorum or keep-oldest (auto-down only with --bugs auto-down)")
@@ -163,4 +169,19 @@ func newLogger(level, format string) (*slog.Logger, error) {
 		return slog.New(slog.NewJSONHandler(os.Stderr, opts)), nil
 	}
 	return nil, fmt.Errorf("--log-format %q: want text or json", format)
+}
+
+// publicOutsideContainer reports whether addr listens beyond loopback
+// while this process is not in a container (where the run's own network
+// encloses it).
+func publicOutsideContainer(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		_, err := os.Stat("/.dockerenv")
+		return err != nil && os.Getenv("container") == ""
+	}
+	return false
 }

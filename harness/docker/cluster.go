@@ -109,6 +109,9 @@ type Cluster struct {
 	// netSidecar makes Net use a sidecar container even when the nodes run
 	// the reference image (tests of the sidecar path).
 	netSidecar bool
+	// secret is the run's cluster secret, given to every node
+	// (SHARDTEST_CLUSTER_SECRET).
+	secret string
 
 	// ctx ends the containers' watchers at Stop.
 	ctx    context.Context
@@ -166,7 +169,7 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("docker: results directory: %w", err)
 	}
-	c := &Cluster{opts: opts, cli: opts.Client, runID: opts.RunID, nextIndex: opts.Nodes + 1}
+	c := &Cluster{opts: opts, cli: opts.Client, runID: opts.RunID, nextIndex: opts.Nodes + 1, secret: rand.Text()}
 	if c.cli == nil {
 		if c.cli, err = NewClient(ctx); err != nil {
 			return nil, err
@@ -284,6 +287,7 @@ func (c *Cluster) runNode(ctx context.Context, n *Node, seeds []string) error {
 		"SHARDTEST_GOSSIP_PORT=" + strconv.Itoa(GossipPort),
 		"SHARDTEST_SEEDS=" + strings.Join(seeds, ","),
 		"SHARDTEST_JOURNAL=http://" + jip + ":" + strconv.Itoa(JournalPort),
+		"SHARDTEST_CLUSTER_SECRET=" + c.secret,
 	}
 	env = append(env, c.opts.NodeEnv...)
 	return c.run(ctx, n, HTTPPort,

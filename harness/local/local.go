@@ -4,6 +4,8 @@
 package local
 
 import (
+	"github.com/shardtest/shardtest/protocol"
+	"crypto/rand"
 	"bytes"
 	"context"
 	"errors"
@@ -45,6 +47,7 @@ type Process struct {
 	GossipAddr string
 	LogPath    string
 	args       []string
+	env        []string // added to the harness's environment
 	binary     string
 
 	// ctl serialises the calls that start or kill the process, so that
@@ -61,7 +64,11 @@ const JournalName = "journal"
 
 // Cluster is a running local cluster.
 type Cluster struct {
-	opts    Options
+	opts Options
+	// secret is the run's cluster secret, given to every node
+	// (SHARDTEST_CLUSTER_SECRET): a stranger cannot talk to their peer
+	// endpoints, and neither can another run's nodes.
+	secret  string
 	Journal *Process
 	// Nodes are the nodes, n1 first, then those AddNode added; not those
 	// RemoveNode removed. AddNode and RemoveNode replace the slice (never
@@ -120,7 +127,7 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("local: results directory: %w", err)
 	}
-	c := &Cluster{opts: opts, nextIndex: opts.Nodes + 1}
+	c := &Cluster{opts: opts, nextIndex: opts.Nodes + 1, secret: rand.Text()}
 	defer func() {
 		if err != nil {
 			c.Stop()
@@ -173,6 +180,7 @@ func (c *Cluster) newNode(i int, seeds []string) *Process {
 		GossipAddr: gossipAddr(c.opts.BasePort, i),
 		binary:     c.opts.Binary,
 		LogPath:    filepath.Join(c.opts.Dir, name+".log"),
+		env:        []string{protocol.EnvName("cluster-secret") + "=" + c.secret},
 	}
 	p.args = append([]string{"node",
 		"--name", name,
@@ -222,6 +230,9 @@ func (p *Process) start() error {
 		return fmt.Errorf("local: log file for %s: %w", p.Name, err)
 	}
 	cmd := exec.Command(p.binary, p.args...)
+	if len(p.env) > 0 {
+		cmd.Env = append(os.Environ(), p.env...)
+	}
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// Own process group: a Ctrl-C to the harness does not reach the nodes
 	// directly; the harness stops them itself.

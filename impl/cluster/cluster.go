@@ -51,6 +51,8 @@ type Config struct {
 	AdvertiseAddr string
 	// HTTPAddr is this node's protocol address, gossiped to others.
 	HTTPAddr string
+	// PeerAddr is this node's peer address, gossiped to others.
+	PeerAddr string
 	// Seeds are gossip addresses to join. The first seed bootstraps a new
 	// cluster if no other seed answers within SeedTimeout.
 	Seeds   []string
@@ -177,7 +179,7 @@ func New(cfg Config) (*Cluster, error) {
 	}
 	c := &Cluster{
 		cfg:       cfg,
-		self:      Member{Name: cfg.Name, Incarnation: inc, HTTPAddr: cfg.HTTPAddr, Roles: slices.Clone(cfg.Roles)},
+		self:      Member{Name: cfg.Name, Incarnation: inc, HTTPAddr: cfg.HTTPAddr, PeerAddr: cfg.PeerAddr, Roles: slices.Clone(cfg.Roles)},
 		state:     gossip{},
 		lastHeard: map[string]time.Time{},
 		reachable: map[string]bool{},

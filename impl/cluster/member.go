@@ -3,6 +3,8 @@ package cluster
 import (
 	"slices"
 	"strconv"
+
+	"github.com/shardtest/shardtest/impl/peer"
 )
 
 // Member is one incarnation of a node: a restarted node is a new member.
@@ -19,8 +21,16 @@ type Member struct {
 	// member in packet-filter rules.
 	GossipAddr string `json:"gossip_addr"`
 	// HTTPAddr is the node protocol address (host:port).
-	HTTPAddr string   `json:"http_addr"`
+	HTTPAddr string `json:"http_addr"`
+	// PeerAddr is where other members send node-to-node requests (an
+	// address of the cluster-internal IP).
+	PeerAddr string   `json:"peer_addr,omitempty"`
 	Roles    []string `json:"roles,omitempty"`
+}
+
+// Target is the member as node-to-node requests address it.
+func (m Member) Target() peer.Target {
+	return peer.Target{UID: m.UID(), GossipAddr: m.GossipAddr, Addr: m.PeerAddr}
 }
 
 // UID is the member's unique id: name@incarnation.

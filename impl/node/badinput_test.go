@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/shardtest/shardtest/impl/peer"
 	"github.com/shardtest/shardtest/protocol"
 	"github.com/shardtest/shardtest/protocol/journal"
 	"io"
@@ -69,10 +70,11 @@ func TestBadInputOnEveryEndpoint(t *testing.T) {
 		{"POST", "/v1/capabilities", "", 405, "method-not-allowed"},
 		{"GET", "/v1/nope", "", 404, "not-found"},
 		{"GET", "/", "", 404, "not-found"},
-		{"POST", "/internal/v1/singleton/id-generator/request", `{`, 400, ""},
-		{"POST", "/internal/v1/singleton/id-generator/hand-over-to-me", `{"from":`, 400, ""},
-		{"POST", "/internal/v1/singleton/nope/request", `{}`, 404, ""},
-		{"GET", "/internal/v1/singleton/id-generator/request", ``, 405, ""},
+		// The node-to-node endpoints are not on the public port at all:
+		// a forged hand-over-to-me there once stopped the id generator.
+		{"POST", "/internal/v1/singleton/id-generator/request", `{`, 404, "not-found"},
+		{"POST", "/internal/v1/singleton/id-generator/hand-over-to-me", `{"from":"ghost@x"}`, 404, "not-found"},
+		{"POST", "/internal/v1/sharding/register/host-shard", `{"shard":"7"}`, 404, "not-found"},
 	}
 	before := n.Status()
 	for _, tt := range tests {
@@ -305,5 +307,79 @@ func TestWithoutCapabilities(t *testing.T) {
 	}
 	if err := (&Config{WithoutCapabilities: []string{"teleport"}, OnDowned: OnDownedRestart}).validate(); err == nil || !strings.Contains(err.Error(), "teleport") {
 		t.Errorf("an unknown capability to go without: %v, want an error naming it", err)
+	}
+}
+
+// The peer address admits only current members, for this very member,
+// with the cluster's secret: a stranger who reaches it hands over no
+// singleton and hosts no shard (one forged hand-over-to-me stopped the id
+// generator cluster-wide; a forged host-shard without X-Shardtest-To
+// created a second live incarnation of an entity).
+func TestPeerEndpointsAdmitOnlyMembers(t *testing.T) {
+	const secret = "s3cret"
+	tc := newTestCluster(t, 2, func(c *Config) { c.ClusterSecret = secret })
+	n1, n2 := tc.nodes[0].n, tc.nodes[1].n
+	member := func(n *Node) string { return n.Status().Self.UID }
+	post := func(path, body string, h map[string]string) (int, string) {
+		req, _ := http.NewRequest(http.MethodPost, "http://"+n1.PeerAddr()+path, strings.NewReader(body))
+		for k, v := range h {
+			req.Header.Set(k, v)
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		var e peer.ErrorBody
+		json.Unmarshal(b, &e)
+		if res.StatusCode >= 300 && e.Outcome != peer.OutcomeFail {
+			t.Errorf("%s: refused with outcome %q, want fail: %s", path, e.Outcome, b)
+		}
+		return res.StatusCode, e.Code
+	}
+	handOver := "/internal/v1/singleton/id-generator/hand-over-to-me"
+	hostShard := "/internal/v1/sharding/register/host-shard"
+	good := map[string]string{peer.SecretHeader: secret, peer.MemberHeader: member(n2), peer.ToHeader: member(n1), peer.FromHeader: "x"}
+	with := func(k, v string) map[string]string {
+		h := map[string]string{}
+		for a, b := range good {
+			h[a] = b
+		}
+		if v == "" {
+			delete(h, k)
+		} else {
+			h[k] = v
+		}
+		return h
+	}
+	tests := []struct {
+		name, path, body string
+		headers          map[string]string
+		status           int
+		code             string
+	}{
+		{"no secret", handOver, `{"from":"ghost@x"}`, with(peer.SecretHeader, ""), 403, peer.CodeRefused},
+		{"a wrong secret", handOver, `{"from":"ghost@x"}`, with(peer.SecretHeader, "guess"), 403, peer.CodeRefused},
+		{"a made-up member", handOver, `{"from":"ghost@x"}`, with(peer.MemberHeader, "ghost@x"), 403, peer.CodeRefused},
+		{"no member named", handOver, `{"from":"ghost@x"}`, with(peer.MemberHeader, ""), 403, peer.CodeRefused},
+		{"no target named", hostShard, `{"shard":"7"}`, with(peer.ToHeader, ""), 503, peer.CodeWrongMember},
+		{"another incarnation", hostShard, `{"shard":"7"}`, with(peer.ToHeader, "n1@earlier"), 503, peer.CodeWrongMember},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if status, code := post(tt.path, tt.body, tt.headers); status != tt.status || code != tt.code {
+				t.Fatalf("%d %s, want %d %s", status, code, tt.status, tt.code)
+			}
+		})
+	}
+	// Nothing was acted on: the id generator still answers, shard 7 is
+	// hosted only where the coordinator put it.
+	if _, err := newIDClient().nextID(n1.Addr()); err != nil {
+		t.Fatalf("next-id after the forged requests: %v", err)
+	}
+	// And what a member sends passes the guard (the region answers).
+	if status, code := post(hostShard, `{"shard":"7"}`, good); status >= 300 && (code == peer.CodeRefused || code == peer.CodeWrongMember) {
+		t.Fatalf("a member's own request was refused: %d %s", status, code)
 	}
 }

@@ -58,7 +58,6 @@ func (n *Node) protocolNode() *kit.Node {
 		Without:         n.cfg.WithoutCapabilities,
 		Detail:          n.statusDetail,
 		RequestTimeout:  n.cfg.RequestTimeout,
-		Other:           n.filter.Middleware(http.HandlerFunc(n.handleInternal)),
 		Log:             n.log,
 	}
 }

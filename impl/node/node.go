@@ -16,6 +16,7 @@ import (
 	"net"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -110,6 +111,11 @@ type Config struct {
 	// RedeliverInterval: at-least-once senders retry unconfirmed messages
 	// this often (default 1s).
 	RedeliverInterval time.Duration
+
+	// PeerPort is the port of the peer listener on GossipBind (0: any);
+	// ClusterSecret, if set, is required of every node-to-node request.
+	PeerPort      int
+	ClusterSecret string
 
 	// RequestTimeout bounds a client request inside the node (default 10s).
 	RequestTimeout time.Duration
@@ -207,6 +213,12 @@ type Node struct {
 	addr    string
 	srv     *http.Server
 	proto   *kit.Node
+	// The peer listener serves node-to-node requests on the
+	// cluster-internal IP (peerAddr, gossiped to the other members),
+	// guarded; the public port serves the protocol only.
+	peerLn   net.Listener
+	peerAddr string
+	peerSrv  *http.Server
 
 	mu           sync.Mutex
 	cur          *incarnation
@@ -242,7 +254,49 @@ func New(cfg Config) (*Node, error) {
 	}
 	n.proto = n.protocolNode()
 	n.srv = kit.NewServer(n.proto.Handler())
+	pln, err := net.Listen("tcp", net.JoinHostPort(cfg.GossipBind, strconv.Itoa(cfg.PeerPort)))
+	if err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("node: listen for peers on %s port %d: %w", cfg.GossipBind, cfg.PeerPort, err)
+	}
+	n.peerLn = pln
+	host := cfg.GossipAdvertise
+	if host == "" {
+		host = cfg.GossipBind
+	}
+	n.peerAddr = net.JoinHostPort(host, strconv.Itoa(pln.Addr().(*net.TCPAddr).Port))
+	guard := &peer.Guard{Self: n.memberUID, Member: n.currentMember, Secret: cfg.ClusterSecret}
+	n.peerSrv = kit.NewServer(guard.Middleware(n.filter.Middleware(http.HandlerFunc(n.handleInternal))))
 	return n, nil
+}
+
+// PeerAddr is where other members send node-to-node requests.
+func (n *Node) PeerAddr() string { return n.peerAddr }
+
+// memberUID is the current member's uid ("": none yet).
+func (n *Node) memberUID() string {
+	if inc := n.current(); inc != nil {
+		return inc.cluster.Self().UID()
+	}
+	return ""
+}
+
+// currentMember reports whether uid is a current member in this member's
+// view, and its gossip IP.
+func (n *Node) currentMember(uid string) (string, bool) {
+	inc := n.current()
+	if inc == nil {
+		return "", false
+	}
+	m, ok := inc.cluster.Snapshot().Find(uid)
+	if !ok || m.Status.Final() {
+		return "", false
+	}
+	host, _, err := net.SplitHostPort(m.GossipAddr)
+	if err != nil {
+		return "", true
+	}
+	return host, true
 }
 
 // Addr is the node protocol's address (host:port).
@@ -255,12 +309,14 @@ func (n *Node) Events() *kit.EventLog { return n.events }
 // the member has left gracefully (nil), or it was downed with OnDownedExit
 // (ErrDowned).
 func (n *Node) Run(ctx context.Context) error {
-	serveErr := make(chan error, 1)
+	serveErr := make(chan error, 2)
 	go func() { serveErr <- n.srv.Serve(kit.LimitListener(n.ln, kit.MaxConnections)) }()
+	go func() { serveErr <- n.peerSrv.Serve(kit.LimitListener(n.peerLn, kit.MaxConnections)) }()
 	defer func() {
 		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		n.srv.Shutdown(sctx)
+		n.peerSrv.Shutdown(sctx)
 	}()
 	defer n.events.Append(protocol.Event{Type: protocol.EventNodeStopped})
 
@@ -348,6 +404,7 @@ func (n *Node) newIncarnation() (*incarnation, error) {
 		BindPort:          cfg.GossipPort,
 		AdvertiseAddr:     cfg.GossipAdvertise,
 		HTTPAddr:          n.addr,
+		PeerAddr:          n.peerAddr,
 		Seeds:             cfg.Seeds,
 		Journal:           n.journal,
 		Downing:           cfg.Downing,
@@ -384,7 +441,7 @@ func (inc *incarnation) setupSingleton() error {
 	n := inc.node
 	cfg := n.cfg
 	self := inc.cluster.Self()
-	inc.peers = peer.NewClient(self.GossipAddr, n.filter)
+	inc.peers = peer.NewClient(peer.Self{UID: self.UID(), GossipAddr: self.GossipAddr, Secret: cfg.ClusterSecret}, n.filter)
 	factory := decorate(singleton.IDGeneratorWith(n.journal, "singleton/"+IDGeneratorName,
 		singleton.IDGeneratorOptions{NoFencing: slices.Contains(cfg.Bugs, BugSingletonNoFencing)}), self, inc.host)
 	mgr, err := singleton.NewManager(singleton.Config{

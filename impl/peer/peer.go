@@ -1,12 +1,17 @@
 // Package peer carries node-to-node requests (singleton hand-over, proxy
-// forwarding, and later shard traffic) over HTTP/JSON, through the node's
-// in-process packet filter so that a partition set through the admin API
-// cuts these paths as well as gossip.
+// forwarding, shard traffic) over HTTP/JSON, on each member's peer address
+// (an address of its cluster-internal IP, which partitions cut like
+// gossip, never the public protocol port), through the node's in-process
+// packet filter so that a partition set through the admin API cuts these
+// paths as well as gossip. Every request names its sender and the member
+// it is for, and carries the cluster's secret if one is set; Guard refuses
+// what a current member did not send to this very member.
 package peer
 
 import (
 	"bytes"
 	"context"
+	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -22,13 +27,34 @@ import (
 // the receiver's filter can drop requests from a cut-off peer.
 const FromHeader = "X-Shardtest-From"
 
-// ToHeader names the member (its uid) a node-to-node request is meant for.
-// A restarted member comes back at the same addresses as a new
+// ToHeader names the member (its uid) a node-to-node request is meant for:
+// required. A restarted member comes back at the same addresses as a new
 // incarnation, so a request sent to the old one reaches the new one; the
 // receiver refuses what is meant for another incarnation instead of
 // acting on it (e.g. hosting a shard the coordinator still places at the
 // old incarnation).
 const ToHeader = "X-Shardtest-To"
+
+// MemberHeader names the sending member (its uid): the receiver serves
+// only current members of its cluster.
+const MemberHeader = "X-Shardtest-Member"
+
+// SecretHeader carries the cluster's shared secret, if one is set
+// (SHARDTEST_CLUSTER_SECRET): a stranger on the network who can reach a
+// member's peer address is refused all the same.
+const SecretHeader = "X-Shardtest-Secret"
+
+// Codes of Guard's refusals; both are definite (nothing was done) and a
+// sender may retry (the member it meant may be there under another
+// incarnation, or not know it yet).
+const (
+	// CodeRefused: the sender is not a current member, or the secret is
+	// wrong.
+	CodeRefused = "peer-refused"
+	// CodeWrongMember: the request is for another member (an earlier
+	// incarnation at this address).
+	CodeWrongMember = "wrong-member"
+)
 
 // Filter is the in-process packet filter. Peers are named by their gossip
 // address (host:port). Dropping inbound packets from a peer, or outbound
@@ -156,15 +182,33 @@ func (e *RemoteError) Error() string {
 // unknown unless the error also says the connection was never made.
 var ErrUnreachable = errors.New("peer unreachable")
 
+// Target is the member a node-to-node request is for.
+type Target struct {
+	// UID is the member (name@incarnation), sent as ToHeader.
+	UID string
+	// GossipAddr names it in the packet filter; Addr is its peer address
+	// (host:port), where node-to-node requests go.
+	GossipAddr, Addr string
+}
+
+// Self is the sending member, as every request names it.
+type Self struct {
+	// UID is sent as MemberHeader, GossipAddr as FromHeader.
+	UID, GossipAddr string
+	// Secret is the cluster's shared secret ("": none), sent as
+	// SecretHeader.
+	Secret string
+}
+
 // Client sends node-to-node requests.
 type Client struct {
-	self   string // this node's gossip address, sent in FromHeader
+	self   Self
 	filter *Filter
 	http   *http.Client
 }
 
-// NewClient returns a client for the node whose gossip address is self.
-func NewClient(self string, filter *Filter) *Client {
+// NewClient returns a client that sends as self.
+func NewClient(self Self, filter *Filter) *Client {
 	tr := &http.Transport{
 		DialContext:         (&net.Dialer{Timeout: 2 * time.Second}).DialContext,
 		MaxIdleConnsPerHost: 64,
@@ -176,19 +220,17 @@ func NewClient(self string, filter *Filter) *Client {
 // Close releases idle connections.
 func (c *Client) Close() { c.http.CloseIdleConnections() }
 
-// Call POSTs req as JSON to http://httpAddr+path on the peer whose gossip
-// address is gossipAddr and decodes a 2xx answer into resp (if not nil).
-// A cut peer behaves as on a real network: the call waits until ctx is done.
-func (c *Client) Call(ctx context.Context, gossipAddr, httpAddr, path string, req, resp any) error {
-	return c.CallTo(ctx, "", gossipAddr, httpAddr, path, req, resp)
-}
-
-// CallTo is Call for the member whose uid is to (sent as ToHeader; ""
-// sends none).
-func (c *Client) CallTo(ctx context.Context, to, gossipAddr, httpAddr, path string, req, resp any) error {
+// Call POSTs req as JSON to path on the member to and decodes a 2xx answer
+// into resp (if not nil). A cut peer behaves as on a real network: the
+// call waits until ctx is done.
+func (c *Client) Call(ctx context.Context, to Target, path string, req, resp any) error {
+	gossipAddr, httpAddr := to.GossipAddr, to.Addr
 	if !c.filter.AllowsStream(gossipAddr) {
 		<-ctx.Done()
 		return fmt.Errorf("%w: %s: %w", ErrUnreachable, gossipAddr, ctx.Err())
+	}
+	if httpAddr == "" {
+		return fmt.Errorf("%w: %s has no peer address", ErrUnreachable, to.UID)
 	}
 	body, err := json.Marshal(req)
 	if err != nil {
@@ -199,9 +241,11 @@ func (c *Client) CallTo(ctx context.Context, to, gossipAddr, httpAddr, path stri
 		return fmt.Errorf("build request: %w", err)
 	}
 	hr.Header.Set("Content-Type", "application/json")
-	hr.Header.Set(FromHeader, c.self)
-	if to != "" {
-		hr.Header.Set(ToHeader, to)
+	hr.Header.Set(FromHeader, c.self.GossipAddr)
+	hr.Header.Set(MemberHeader, c.self.UID)
+	hr.Header.Set(ToHeader, to.UID)
+	if c.self.Secret != "" {
+		hr.Header.Set(SecretHeader, c.self.Secret)
 	}
 	res, err := c.http.Do(hr)
 	if err != nil {
@@ -251,4 +295,62 @@ func WriteJSON(w http.ResponseWriter, status int, v any) {
 // WriteFail writes a definite failure: the request had no effect.
 func WriteFail(w http.ResponseWriter, status int, code, msg string) {
 	WriteJSON(w, status, ErrorBody{Error: msg, Code: code, Outcome: OutcomeFail})
+}
+
+// Guard admits node-to-node requests only from current members of this
+// member's cluster, for this very member, with the cluster's secret: the
+// peer address must not let a stranger who reaches it hand over a
+// singleton or host a shard (one forged hand-over-to-me stopped the id
+// generator cluster-wide; a forged host-shard created a second live
+// incarnation of an entity).
+type Guard struct {
+	// Self is this member's uid now ("": none running).
+	Self func() string
+	// Member reports whether uid is a current (not final) member of this
+	// member's view, and its gossip IP.
+	Member func(uid string) (ip string, ok bool)
+	// Secret is the cluster's shared secret ("": none required).
+	Secret string
+}
+
+// Middleware refuses, with a definite failure, a request whose secret is
+// wrong, whose sender is not a current member (or calls from another IP
+// than that member's), or which is for another member.
+func (g *Guard) Middleware(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if g.Secret != "" && subtle.ConstantTimeCompare([]byte(r.Header.Get(SecretHeader)), []byte(g.Secret)) != 1 {
+			WriteFail(w, http.StatusForbidden, CodeRefused, "wrong or missing cluster secret")
+			return
+		}
+		self := g.Self()
+		if self == "" {
+			WriteFail(w, http.StatusServiceUnavailable, CodeRefused, "no member runs here")
+			return
+		}
+		from := r.Header.Get(MemberHeader)
+		ip, ok := g.Member(from)
+		switch {
+		case from == "" || !ok:
+			WriteFail(w, http.StatusForbidden, CodeRefused, fmt.Sprintf("%q is not a current member of %s's cluster", from, self))
+			return
+		case ip != "" && !sameHost(r.RemoteAddr, ip):
+			WriteFail(w, http.StatusForbidden, CodeRefused, fmt.Sprintf("a request as %s from %s, which is not its address", from, r.RemoteAddr))
+			return
+		}
+		if to := r.Header.Get(ToHeader); to != self {
+			WriteFail(w, http.StatusServiceUnavailable, CodeWrongMember, fmt.Sprintf("the request is for %q; this is %s", to, self))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// sameHost reports whether the request's remote address is at ip.
+func sameHost(remote, ip string) bool {
+	host, _, err := net.SplitHostPort(remote)
+	if err != nil {
+		return false
+	}
+	a, b := net.ParseIP(host), net.ParseIP(ip)
+	return a != nil && b != nil && a.Equal(b)
 }

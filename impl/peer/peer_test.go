@@ -59,25 +59,25 @@ func TestClientThroughFilter(t *testing.T) {
 	defer srv.Close()
 	addr := strings.TrimPrefix(srv.URL, "http://")
 	var clientFilter Filter
-	c := NewClient("me:1", &clientFilter)
+	c := NewClient(Self{UID: "me@1", GossipAddr: "me:1"}, &clientFilter)
 	defer c.Close()
 	ctx := context.Background()
 
 	var out struct{ V int }
-	if err := c.Call(ctx, "peer:1", addr, "/ok", struct{}{}, &out); err != nil || out.V != 7 {
+	if err := c.Call(ctx, Target{UID: "peer@1", GossipAddr: "peer:1", Addr: addr}, "/ok", struct{}{}, &out); err != nil || out.V != 7 {
 		t.Fatalf("ok call: %v %+v", err, out)
 	}
-	err := c.Call(ctx, "peer:1", addr, "/fail", struct{}{}, nil)
+	err := c.Call(ctx, Target{UID: "peer@1", GossipAddr: "peer:1", Addr: addr}, "/fail", struct{}{}, nil)
 	if !IsDefiniteFailure(err) {
 		t.Fatalf("a fail answer is not definite: %v", err)
 	}
-	err = c.Call(ctx, "peer:1", addr, "/other", struct{}{}, nil)
+	err = c.Call(ctx, Target{UID: "peer@1", GossipAddr: "peer:1", Addr: addr}, "/other", struct{}{}, nil)
 	if err == nil || IsDefiniteFailure(err) {
 		t.Fatalf("a plain-text 502 must be an unknown outcome: %v", err)
 	}
 	// The receiver drops requests from a cut peer: the connection closes.
 	serverFilter.Set(Rules{DropIn: []string{"me:1"}})
-	if err := c.Call(ctx, "peer:1", addr, "/ok", struct{}{}, nil); !errors.Is(err, ErrUnreachable) {
+	if err := c.Call(ctx, Target{UID: "peer@1", GossipAddr: "peer:1", Addr: addr}, "/ok", struct{}{}, nil); !errors.Is(err, ErrUnreachable) {
 		t.Fatalf("request from a cut peer: %v, want ErrUnreachable", err)
 	}
 	serverFilter.Set(Rules{})
@@ -86,7 +86,7 @@ func TestClientThroughFilter(t *testing.T) {
 	cctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	err = c.Call(cctx, "peer:1", addr, "/ok", struct{}{}, nil)
+	err = c.Call(cctx, Target{UID: "peer@1", GossipAddr: "peer:1", Addr: addr}, "/ok", struct{}{}, nil)
 	if !errors.Is(err, ErrUnreachable) || time.Since(start) < 90*time.Millisecond {
 		t.Fatalf("cut call: %v after %v, want ErrUnreachable after the deadline", err, time.Since(start))
 	}

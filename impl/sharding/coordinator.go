@@ -442,7 +442,7 @@ func (c *coordinator) callRegion(ctx context.Context, region, op, shardID string
 	defer cancel()
 	path := regionPath(c.s.TypeName, op)
 	var ans ShardAnswer
-	return c.d.Peers.CallTo(cctx, region, m.GossipAddr, m.HTTPAddr, path, ShardRequest{Shard: shardID}, &ans)
+	return c.d.Peers.Call(cctx, m.Target(), path, ShardRequest{Shard: shardID}, &ans)
 }
 
 func (c *coordinator) gracefulShutdown(gr GracefulShutdownRequest) (json.RawMessage, error) {

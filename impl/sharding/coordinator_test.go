@@ -30,7 +30,7 @@ func TestCoordinatorFenced(t *testing.T) {
 	other := cluster.MemberState{Member: cluster.Member{Name: "n2", Incarnation: "i1", UpNumber: 2}, Status: cluster.StatusUp, Reachable: true}
 	mem.Set(cluster.Snapshot{Self: self, Members: []cluster.MemberState{self, other}})
 	s := testSettings()
-	d := Deps{Membership: mem, Peers: peer.NewClient("gossip-n1", nil), Clock: clock.Real(), Journal: store}
+	d := Deps{Membership: mem, Peers: peer.NewClient(peer.Self{UID: "gossip-n1@1", GossipAddr: "gossip-n1"}, nil), Clock: clock.Real(), Journal: store}
 	factory := CoordinatorFactory(s, d, nil)
 	ctx := context.Background()
 	old, err := factory(ctx)

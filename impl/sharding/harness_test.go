@@ -212,10 +212,10 @@ func (c *scluster) addNode(name string, upNumber int64) *snode {
 	t.Cleanup(nd.srv.Close)
 	nd.member = cluster.Member{
 		Name: name, Incarnation: "i1", UpNumber: upNumber,
-		GossipAddr: "gossip-" + name, HTTPAddr: strings.TrimPrefix(nd.srv.URL, "http://"),
+		GossipAddr: "gossip-" + name, HTTPAddr: strings.TrimPrefix(nd.srv.URL, "http://"), PeerAddr: strings.TrimPrefix(nd.srv.URL, "http://"),
 	}
 	nd.ev.SetIncarnation("i1")
-	nd.peers = peer.NewClient(nd.member.GossipAddr, nd.filter)
+	nd.peers = peer.NewClient(peer.Self{UID: nd.member.UID(), GossipAddr: nd.member.GossipAddr}, nd.filter)
 	t.Cleanup(nd.peers.Close)
 	// The region reads Self at construction.
 	nd.mem.Set(cluster.Snapshot{Self: cluster.MemberState{Member: nd.member, Status: cluster.StatusJoining, Reachable: true}})

@@ -582,7 +582,7 @@ func (r *Region) send(env *envelope, home string) (rep Reply, err error, rebuffe
 	tctx := httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
 		GotConn: func(httptrace.GotConnInfo) { gotConn.Store(true) },
 	})
-	err = r.d.Peers.CallTo(tctx, home, m.GossipAddr, m.HTTPAddr, r.path(opDeliver), env.msg, &rep)
+	err = r.d.Peers.Call(tctx, m.Target(), r.path(opDeliver), env.msg, &rep)
 	if err == nil {
 		return rep, nil, false
 	}
@@ -594,9 +594,12 @@ func classifyForward(err error, entityID, home string, gotConn bool) (Reply, err
 	var re *peer.RemoteError
 	if errors.As(err, &re) {
 		switch {
-		case (re.Body.Code == CodeShardNotHere || re.Body.Code == CodeRegionStop) && re.Body.Outcome == peer.OutcomeFail:
+		case (re.Body.Code == CodeShardNotHere || re.Body.Code == CodeRegionStop || re.Body.Code == peer.CodeWrongMember ||
+			re.Body.Code == peer.CodeRefused) && re.Body.Outcome == peer.OutcomeFail:
 			// Not hosted there (any more), or that region has stopped (its
-			// node is being downed): wait for the shard's next home.
+			// node is being downed, or it is another incarnation now), or
+			// it does not know this member yet: wait for the shard's next
+			// home.
 			return Reply{}, nil, true
 		case re.Body.Code == CodeEntityError:
 			return Reply{}, &EntityError{Entity: entityID, Err: err}, false

@@ -646,7 +646,7 @@ func TestStaleHome(t *testing.T) {
 	}
 	// The owner hands the shard off on its own (a coordinator that then
 	// died never recorded it).
-	if err := c.node("n2").peers.Call(context.Background(), n1.member.GossipAddr, n1.member.HTTPAddr,
+	if err := c.node("n2").peers.Call(context.Background(), n1.member.Target(),
 		regionPath(s.TypeName, opHandOff), ShardRequest{Shard: first.Shard}, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -773,7 +773,7 @@ func TestRegionRefusesRequestsForAnEarlierIncarnation(t *testing.T) {
 		{"deliver", opDeliver, Message{EntityID: "x", Op: "add"}},
 	}
 	for _, tt := range tests {
-		err := n2.peers.CallTo(context.Background(), earlier, n1.member.GossipAddr, n1.member.HTTPAddr,
+		err := n2.peers.Call(context.Background(), peer.Target{UID: earlier, GossipAddr: n1.member.GossipAddr, Addr: n1.member.PeerAddr},
 			regionPath(s.TypeName, tt.op), tt.body, nil)
 		var re *peer.RemoteError
 		if !errors.As(err, &re) || re.Body.Code != CodeRegionStop || re.Body.Outcome != peer.OutcomeFail {
@@ -784,7 +784,7 @@ func TestRegionRefusesRequestsForAnEarlierIncarnation(t *testing.T) {
 		t.Fatalf("n1 hosts shard 7 (%v) on a request meant for %s", hosted, earlier)
 	}
 	// Addressed to n1 itself, the same request is served.
-	if err := n2.peers.CallTo(context.Background(), n1.uid(), n1.member.GossipAddr, n1.member.HTTPAddr,
+	if err := n2.peers.Call(context.Background(), peer.Target{UID: n1.uid(), GossipAddr: n1.member.GossipAddr, Addr: n1.member.PeerAddr},
 		regionPath(s.TypeName, opHostShard), ShardRequest{Shard: "7"}, nil); err != nil {
 		t.Fatalf("host-shard for %s itself: %v", n1.uid(), err)
 	}

@@ -323,11 +323,11 @@ func newCluster(t *testing.T, n int, cfg Config, factory func(node string) Facto
 		t.Cleanup(nd.srv.Close)
 		nd.member = cluster.Member{
 			Name: name, Incarnation: "i1", UpNumber: int64(i),
-			GossipAddr: "gossip-" + name, HTTPAddr: strings.TrimPrefix(nd.srv.URL, "http://"),
+			GossipAddr: "gossip-" + name, HTTPAddr: strings.TrimPrefix(nd.srv.URL, "http://"), PeerAddr: strings.TrimPrefix(nd.srv.URL, "http://"),
 			Roles: []string{"worker"},
 		}
 		nd.ev.SetIncarnation("i1")
-		nd.peers = peer.NewClient(nd.member.GossipAddr, nd.filter)
+		nd.peers = peer.NewClient(peer.Self{UID: nd.member.UID(), GossipAddr: nd.member.GossipAddr}, nd.filter)
 		t.Cleanup(nd.peers.Close)
 		mgr, err := NewManager(cfg, Deps{
 			Membership: nd.mem, Peers: nd.peers, Clock: c.clock, Events: nd.ev,

@@ -92,10 +92,10 @@ func TestEndpointsBadInput(t *testing.T) {
 		t.Fatal("bad input disturbed the singleton")
 	}
 	var out stateBody
-	if err := n2.peers.Call(t.Context(), n1.member.GossipAddr, n1.member.HTTPAddr, base+"take-over-from-me", fromBody{From: "stranger@x"}, &out); err != nil || out.State != answerIgnored {
+	if err := n2.peers.Call(t.Context(), n1.member.Target(), base+"take-over-from-me", fromBody{From: "stranger@x"}, &out); err != nil || out.State != answerIgnored {
 		t.Errorf("take-over from a stranger: %+v, %v", out, err)
 	}
-	if err := n2.peers.Call(t.Context(), n1.member.GossipAddr, n1.member.HTTPAddr, base+"hand-over-done", fromBody{From: "stranger@x"}, &out); err != nil || out.State != answerAck {
+	if err := n2.peers.Call(t.Context(), n1.member.Target(), base+"hand-over-done", fromBody{From: "stranger@x"}, &out); err != nil || out.State != answerAck {
 		t.Errorf("hand-over-done from a stranger: %+v, %v", out, err)
 	}
 	if !running(n1) {

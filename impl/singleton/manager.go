@@ -864,7 +864,7 @@ func (m *Manager) send(op, uid string) {
 		cctx, cancel := clockContext(ctx, m.d.Clock, m.attemptTimeout)
 		defer cancel()
 		var resp stateBody
-		err := m.d.Peers.Call(cctx, ms.GossipAddr, ms.HTTPAddr, m.base+op, body, &resp)
+		err := m.d.Peers.Call(cctx, ms.Target(), m.base+op, body, &resp)
 		select {
 		case m.results <- sendResult{gen: gen, op: op, to: uid, state: resp.State, err: err}:
 		case <-ctx.Done():

@@ -19,7 +19,7 @@ const wait = 10 * time.Second // generous bound for anything eventual
 
 func TestConfigValidation(t *testing.T) {
 	deps := Deps{
-		Membership: newFakeMembership(), Peers: peer.NewClient("g", nil), Clock: clock.Real(),
+		Membership: newFakeMembership(), Peers: peer.NewClient(peer.Self{UID: "g@1", GossipAddr: "g"}, nil), Clock: clock.Real(),
 		Factory: func(context.Context) (Instance, error) { return nil, errTest },
 	}
 	tests := []struct {

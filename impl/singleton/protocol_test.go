@@ -45,11 +45,11 @@ func TestErrorBody(t *testing.T) {
 func post(t *testing.T, nd *tnode, op, from string) string {
 	t.Helper()
 	var out stateBody
-	cl := peer.NewClient("gossip-test", nil)
+	cl := peer.NewClient(peer.Self{UID: "gossip-test@1", GossipAddr: "gossip-test"}, nil)
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
-	if err := cl.Call(ctx, nd.member.GossipAddr, nd.member.HTTPAddr, routePrefix+"test-singleton/"+op, fromBody{From: from}, &out); err != nil {
+	if err := cl.Call(ctx, nd.member.Target(), routePrefix+"test-singleton/"+op, fromBody{From: from}, &out); err != nil {
 		t.Fatalf("%s to %s: %v", op, nd.name, err)
 	}
 	return out.State

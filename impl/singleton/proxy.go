@@ -227,7 +227,7 @@ func (p *Proxy) attempt(ctx context.Context, snap cluster.Snapshot, target clust
 		GotConn: func(httptrace.GotConnInfo) { gotConn.Store(true) },
 	})
 	var res json.RawMessage
-	err := p.d.Peers.Call(tctx, target.GossipAddr, target.HTTPAddr, p.path, req, &res)
+	err := p.d.Peers.Call(tctx, target.Target(), p.path, req, &res)
 	if err == nil {
 		return res, false, nil
 	}

@@ -137,11 +137,11 @@ func TestProxyBuffersUntilSingletonRuns(t *testing.T) {
 func lonelyProxy(t *testing.T, size int) (*Proxy, *fakeMembership, *kit.EventLog) {
 	t.Helper()
 	mem := newFakeMembership()
-	self := cluster.Member{Name: "p", Incarnation: "1", UpNumber: 9, GossipAddr: "gossip-p", HTTPAddr: "127.0.0.1:1"}
+	self := cluster.Member{Name: "p", Incarnation: "1", UpNumber: 9, GossipAddr: "gossip-p", HTTPAddr: "127.0.0.1:1", PeerAddr: "127.0.0.1:1"}
 	mem.Set(cluster.Snapshot{Self: cluster.MemberState{Member: self, Status: cluster.StatusJoining}})
 	ev := kit.NewEventLog(clock.Real().Now, 0)
 	p, err := NewProxy(ProxyConfig{Name: "test-singleton", BufferSize: size, RetryInterval: 5 * time.Millisecond},
-		ProxyDeps{Membership: mem, Peers: peer.NewClient("gossip-p", nil), Clock: clock.Real(), Events: ev})
+		ProxyDeps{Membership: mem, Peers: peer.NewClient(peer.Self{UID: "gossip-p@1", GossipAddr: "gossip-p"}, nil), Clock: clock.Real(), Events: ev})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -309,7 +309,7 @@ func TestProxyRemoteOutcomes(t *testing.T) {
 			p, mem, _ := lonelyProxy(t, 10)
 			s := mem.Snapshot()
 			s.Self.Status = cluster.StatusUp
-			target := cluster.MemberState{Member: cluster.Member{Name: "o", Incarnation: "1", UpNumber: 1, GossipAddr: "gossip-o", HTTPAddr: addr}, Status: cluster.StatusUp}
+			target := cluster.MemberState{Member: cluster.Member{Name: "o", Incarnation: "1", UpNumber: 1, GossipAddr: "gossip-o", HTTPAddr: addr, PeerAddr: addr}, Status: cluster.StatusUp}
 			s.Members = []cluster.MemberState{target, s.Self}
 			mem.Set(s)
 
@@ -342,7 +342,7 @@ func TestProxyRemoteOutcomes(t *testing.T) {
 
 func TestProxyConfig(t *testing.T) {
 	mem := newFakeMembership()
-	d := ProxyDeps{Membership: mem, Peers: peer.NewClient("g", nil), Clock: clock.Real()}
+	d := ProxyDeps{Membership: mem, Peers: peer.NewClient(peer.Self{UID: "g@1", GossipAddr: "g"}, nil), Clock: clock.Real()}
 	if _, err := NewProxy(ProxyConfig{Name: "Bad Name"}, d); err == nil {
 		t.Error("bad name accepted")
 	}

@@ -180,7 +180,9 @@ func classifyRemote(err error) (retry bool, out error) {
 			return false, fmt.Errorf("%w: %w", ErrUnknownOutcome, err)
 		}
 		switch re.Body.Code {
-		case CodeNotRunning, CodeFailed, CodeNoManager:
+		case CodeNotRunning, CodeFailed, CodeNoManager, peer.CodeRefused, peer.CodeWrongMember:
+			// Not running there, or not that member (another incarnation,
+			// or it does not know this one yet): try again.
 			return true, err
 		case CodeBadRequest, CodeBadJSON:
 			return false, fmt.Errorf("%w: %w", ErrBadRequest, err)

@@ -30,6 +30,10 @@ type Config struct {
 	Seeds []string
 	// Journal is the journal server's URL (package protocol/journal).
 	Journal string
+	// ClusterSecret is a secret every member of the run shares (new for
+	// every run), for the implementation to require of its node-to-node
+	// traffic if it wants to.
+	ClusterSecret string
 	Roles   []string
 	// Bugs are deliberate bugs to switch on (only those declared).
 	Bugs []string
@@ -60,7 +64,7 @@ func ConfigFrom(lookup func(string) (string, bool)) (Config, error) {
 		return out
 	}
 	c.Name, c.HTTP, c.HTTPAdvertise = get("name"), get("http"), get("http-advertise")
-	c.GossipBind, c.Journal = get("gossip-bind"), get("journal")
+	c.GossipBind, c.Journal, c.ClusterSecret = get("gossip-bind"), get("journal"), get("cluster-secret")
 	c.Seeds, c.Roles, c.Bugs = list("seeds"), list("roles"), list("bugs")
 	switch {
 	case c.Name == "":
