@@ -1,10 +1,10 @@
 package main
 
 import (
-	"net"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"strings"
 	"time"

@@ -4,12 +4,12 @@
 package local
 
 import (
-	"github.com/shardtest/shardtest/protocol"
-	"crypto/rand"
 	"bytes"
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
+	"github.com/shardtest/shardtest/protocol"
 	"log/slog"
 	"net"
 	"net/http"

@@ -34,7 +34,7 @@ type Config struct {
 	// every run), for the implementation to require of its node-to-node
 	// traffic if it wants to.
 	ClusterSecret string
-	Roles   []string
+	Roles         []string
 	// Bugs are deliberate bugs to switch on (only those declared).
 	Bugs []string
 	// The optional settings a scenario may give (zero: not given). An
