@@ -219,7 +219,8 @@ func TestClusterControls(t *testing.T) {
 				wantErrs string // in stderr
 			}{
 				{argv: []string{"/shardtest", "journal", "--help"}, wantOut: "journal"},
-				{argv: []string{"/shardtest", "no-such-command"}, wantCode: 1, wantErrs: "unknown command"},
+				// Usage errors exit 3 ("could not run").
+				{argv: []string{"/shardtest", "no-such-command"}, wantCode: 3, wantErrs: "unknown command"},
 				{argv: []string{"/no-such-binary"}, wantErr: true},
 			} {
 				stdout, stderr, code, err := c.Exec(ctx, "n1", tc.argv)
@@ -247,11 +248,11 @@ func TestClusterControls(t *testing.T) {
 				want     string // in stdout, or in the error
 			}{
 				{false, []string{"/shardtest", "journal", "--help"}, 0, "journal"},
-				{false, []string{"/shardtest", "no-such-command"}, 1, "unknown command"},
-				{false, inUse, 1, "address already in use"},
+				{false, []string{"/shardtest", "no-such-command"}, 3, "unknown command"},
+				{false, inUse, 3, "address already in use"},
 				{true, []string{"/shardtest", "journal", "--help"}, 0, "journal"},
-				{true, []string{"/shardtest", "no-such-command"}, 1, "unknown command"},
-				{true, inUse, 1, "address already in use"},
+				{true, []string{"/shardtest", "no-such-command"}, 3, "unknown command"},
+				{true, inUse, 3, "address already in use"},
 			} {
 				c.netSidecar = tc.sidecar
 				rctx, cancel := context.WithTimeout(ctx, 30*time.Second)

@@ -340,13 +340,17 @@ func TestTestAllAgainstAnotherImage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var runs []struct {
-		Scenario, Verdict, Skipped, Dir string
+	var sum struct {
+		Outcome    string
+		ExitStatus int `json:"exit_status"`
+		Runs       []struct {
+			Scenario, Verdict, Skipped, Dir string
+		}
 	}
-	if err := json.Unmarshal(b, &runs); err != nil || len(runs) != 2 {
+	if err := json.Unmarshal(b, &sum); err != nil || len(sum.Runs) != 2 || sum.Outcome != "valid" || sum.ExitStatus != 0 {
 		t.Fatalf("summary.json: %v, %s", err, b)
 	}
-	for _, r := range runs {
+	for _, r := range sum.Runs {
 		switch r.Scenario {
 		case "passivation-churn":
 			if r.Verdict != "valid" || r.Skipped != "" {
