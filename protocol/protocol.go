@@ -128,3 +128,30 @@ type Health struct {
 // Time formats a node-clock reading as the protocol writes times: RFC 3339
 // with nanoseconds.
 func Time(t time.Time) string { return t.Format(time.RFC3339Nano) }
+
+// Endpoint is one endpoint of shardtest/1.
+type Endpoint struct {
+	Path string
+	// Methods it answers (HEAD wherever GET: net/http drops the body).
+	Methods []string
+	// Capability it belongs to ("": every node serves it).
+	Capability string
+}
+
+// Endpoints lists every endpoint of shardtest/1: the kit routes by it,
+// conform checks the undeclared ones answer 404.
+func Endpoints() []Endpoint {
+	get, post, both := []string{"GET", "HEAD"}, []string{"POST"}, []string{"GET", "HEAD", "POST"}
+	return []Endpoint{
+		{"/v1/health", get, ""},
+		{"/v1/status", get, CapMembership},
+		{"/v1/capabilities", get, ""},
+		{"/v1/events", get, CapEvents},
+		{"/v1/singleton/next-id", post, CapSingleton},
+		{"/v1/entity", post, CapSharding},
+		{"/v1/admin/clock", both, CapClock},
+		{"/v1/admin/filter", both, CapFilter},
+		{"/v1/admin/leave", post, CapLeave},
+		{"/v1/admin/down", post, CapDown},
+	}
+}

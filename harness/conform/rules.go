@@ -467,32 +467,21 @@ func checkNonObjects(ctx context.Context, s *session) error {
 	return joined(errs)
 }
 
-// capabilityEndpoints are every capability's endpoints (method, path).
-func capabilityEndpoints() map[string][][2]string {
-	return map[string][][2]string{
-		protocol.CapSingleton: {{"POST", "/v1/singleton/next-id"}},
-		protocol.CapSharding:  {{"POST", "/v1/entity"}},
-		protocol.CapEvents:    {{"GET", "/v1/events"}},
-		protocol.CapClock:     {{"GET", "/v1/admin/clock"}, {"POST", "/v1/admin/clock"}},
-		protocol.CapFilter:    {{"GET", "/v1/admin/filter"}, {"POST", "/v1/admin/filter"}},
-		protocol.CapLeave:     {{"POST", "/v1/admin/leave"}},
-		protocol.CapDown:      {{"POST", "/v1/admin/down"}},
-	}
-}
-
 func checkUndeclared(ctx context.Context, s *session) error {
 	var errs []string
 	n := 0
-	eps := capabilityEndpoints()
-	for _, c := range slices.Sorted(maps.Keys(eps)) {
-		if s.caps.Has(c) {
+	for _, ep := range protocol.Endpoints() {
+		if ep.Capability == "" || s.caps.Has(ep.Capability) {
 			continue
 		}
-		for _, ep := range eps[c] {
+		for _, method := range ep.Methods {
+			if method == http.MethodHead {
+				continue // no body to tell a 404 by
+			}
 			n++
 			// A body a node that did serve it would refuse, should it.
-			if err := s.expectError(ctx, 0, ep[0], ep[1], `{"conform_unknown_field":1}`, http.StatusNotFound, ""); err != nil {
-				errs = append(errs, "capability "+c+" not declared: "+err.Error())
+			if err := s.expectError(ctx, 0, method, ep.Path, `{"conform_unknown_field":1}`, http.StatusNotFound, ""); err != nil {
+				errs = append(errs, "capability "+ep.Capability+" not declared: "+err.Error())
 			}
 		}
 	}

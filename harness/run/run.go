@@ -299,11 +299,7 @@ func (t *Test) Run(ctx context.Context, resultsRoot string) (Result, error) {
 	})
 	defer stopCluster()
 	if im, ok := cl.(interface{ Image() string }); ok {
-		// Now that it is known, record the image the nodes run from.
 		o.NodeImage = im.Image()
-		if err := writeJSON(filepath.Join(dir, "test.json"), o); err != nil {
-			return res, err
-		}
 	}
 	nodes := cl.Nodes()
 	clients := make([]*client.Client, len(nodes))
@@ -311,11 +307,14 @@ func (t *Test) Run(ctx context.Context, resultsRoot string) (Result, error) {
 		clients[i] = client.New(n.HTTPAddr, nil)
 	}
 	caps, err := checkCapability(ctx, clients[0], t.Workload)
-	if err != nil {
-		return res, err
-	}
+	// Now that they are known, record the image the nodes run from and
+	// what they declare (the checkers that apply follow from it), also
+	// for a run the implementation refuses.
 	o.Capabilities = caps.Capabilities
-	if err := writeJSON(filepath.Join(dir, "test.json"), o); err != nil {
+	if werr := writeJSON(filepath.Join(dir, "test.json"), o); werr != nil && err == nil {
+		err = werr
+	}
+	if err != nil {
 		return res, err
 	}
 	for _, c := range checker.ForWorkload(o.Workload) {

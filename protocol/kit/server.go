@@ -185,21 +185,25 @@ type route struct {
 	h          func(w http.ResponseWriter, r *http.Request) error
 }
 
+// routes are protocol.Endpoints with their handlers.
 func (n *Node) routes() map[string]route {
-	// HEAD is GET without the body (net/http drops it).
-	get, post, both := []string{http.MethodGet, http.MethodHead}, []string{http.MethodPost}, []string{http.MethodGet, http.MethodHead, http.MethodPost}
-	return map[string]route{
-		"/v1/health":            {"", get, n.serveHealth},
-		"/v1/status":            {protocol.CapMembership, get, n.serveStatus},
-		"/v1/capabilities":      {"", get, n.serveCapabilities},
-		"/v1/events":            {protocol.CapEvents, get, n.serveEvents},
-		"/v1/singleton/next-id": {protocol.CapSingleton, post, n.serveNextID},
-		"/v1/entity":            {protocol.CapSharding, post, n.serveEntity},
-		"/v1/admin/clock":       {protocol.CapClock, both, n.serveClock},
-		"/v1/admin/filter":      {protocol.CapFilter, both, n.serveFilter},
-		"/v1/admin/leave":       {protocol.CapLeave, post, n.serveLeave},
-		"/v1/admin/down":        {protocol.CapDown, post, n.serveDown},
+	handlers := map[string]func(w http.ResponseWriter, r *http.Request) error{
+		"/v1/health":            n.serveHealth,
+		"/v1/status":            n.serveStatus,
+		"/v1/capabilities":      n.serveCapabilities,
+		"/v1/events":            n.serveEvents,
+		"/v1/singleton/next-id": n.serveNextID,
+		"/v1/entity":            n.serveEntity,
+		"/v1/admin/clock":       n.serveClock,
+		"/v1/admin/filter":      n.serveFilter,
+		"/v1/admin/leave":       n.serveLeave,
+		"/v1/admin/down":        n.serveDown,
 	}
+	out := map[string]route{}
+	for _, e := range protocol.Endpoints() {
+		out[e.Path] = route{e.Capability, e.Methods, handlers[e.Path]}
+	}
+	return out
 }
 
 // Handler serves shardtest/1 (and Other): a fixed route table, a JSON
