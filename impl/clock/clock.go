@@ -7,7 +7,12 @@
 // rate that makes the clock run fast or slow. Timers and tickers run at the
 // drifted rate (a 10 s timer on a clock drifting +10 % fires after about
 // 9.1 s of real time); an offset jump moves Now but does not fire or delay
-// running timers, as with a monotonic clock. Code outside impl/ — memberlist's
+// running timers, as with a monotonic clock. Durations — how long a member
+// has been silent, how long reachability has been stable, how long ago a
+// member was downed — are measured with Elapsed, which runs at the drifted
+// rate like the timers but never jumps with the offset: a clock bump must not
+// make a resolver or a removal margin decide early (a bump forward would
+// otherwise satisfy any wait at once). Code outside impl/ — memberlist's
 // own probe and gossip timers, the Go HTTP server's timeouts — keeps real time.
 package clock
 
@@ -23,6 +28,10 @@ type Clock interface {
 	Now() time.Time
 	// Since is Now().Sub(t).
 	Since(t time.Time) time.Duration
+	// Elapsed is this clock's monotonic reading: the time passed since the
+	// clock was made, at the drifted rate, never moved by an offset. Use it
+	// (not Now) to measure how long something lasted.
+	Elapsed() time.Duration
 	// NewTimer fires once after d of this clock's time.
 	NewTimer(d time.Duration) *time.Timer
 	// NewTicker ticks every d of this clock's time.
@@ -51,6 +60,8 @@ type Adjustable struct {
 	anchor time.Time
 	offset time.Duration
 	drift  float64
+	// elapsed is the monotonic reading at anchor.
+	elapsed time.Duration
 }
 
 // Real returns an Adjustable clock with no skew.
@@ -75,7 +86,9 @@ func (c *Adjustable) Set(s Skew) error {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.anchor = c.now()
+	real := c.now()
+	c.elapsed = c.elapsedLocked(real)
+	c.anchor = real
 	c.offset = s.Offset
 	c.drift = s.Drift
 	return nil
@@ -114,6 +127,17 @@ func (c *Adjustable) Now() time.Time {
 
 // Since implements Clock.
 func (c *Adjustable) Since(t time.Time) time.Duration { return c.Now().Sub(t) }
+
+// Elapsed implements Clock.
+func (c *Adjustable) Elapsed() time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.elapsedLocked(c.now())
+}
+
+func (c *Adjustable) elapsedLocked(real time.Time) time.Duration {
+	return c.elapsed + time.Duration(float64(real.Sub(c.anchor))*(1+c.drift))
+}
 
 // Real converts a duration of this clock's time into real time.
 func (c *Adjustable) Real(d time.Duration) time.Duration {

@@ -87,3 +87,39 @@ func TestRealScalesByDrift(t *testing.T) {
 		t.Fatalf("Real(10s) at +25%% = %v, want 8s", got)
 	}
 }
+
+// TestElapsedIgnoresOffsetsButDrifts: an offset jump (clock:bump,
+// clock:strobe) must not move the monotonic reading, or every duration
+// measured with it (failure detection, stable-after, the removal margin)
+// would end early; drift (clock:drift) does change its rate, as it does
+// the timers'.
+func TestElapsedIgnoresOffsetsButDrifts(t *testing.T) {
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	steps := []struct {
+		name    string
+		set     *Skew // applied before advancing
+		advance time.Duration
+		want    time.Duration // Elapsed after the step
+	}{
+		{"real time", nil, 10 * time.Second, 10 * time.Second},
+		{"a bump forward moves nothing", &Skew{Offset: 5 * time.Minute}, 0, 10 * time.Second},
+		{"time passes at the real rate", nil, 10 * time.Second, 20 * time.Second},
+		{"a bump back moves nothing", &Skew{Offset: -5 * time.Minute}, 0, 20 * time.Second},
+		{"fast drift runs fast", &Skew{Drift: 0.5}, 10 * time.Second, 35 * time.Second},
+		{"slow drift runs slow", &Skew{Drift: -0.5}, 10 * time.Second, 40 * time.Second},
+		{"a reset keeps the reading", &Skew{}, 10 * time.Second, 50 * time.Second},
+	}
+	r := &fakeReal{t: start}
+	c := newAdjustable(r.now)
+	for _, st := range steps {
+		if st.set != nil {
+			if err := c.Set(*st.set); err != nil {
+				t.Fatal(err)
+			}
+		}
+		r.t = r.t.Add(st.advance)
+		if got := c.Elapsed(); got != st.want {
+			t.Fatalf("%s: Elapsed = %v, want %v", st.name, got, st.want)
+		}
+	}
+}

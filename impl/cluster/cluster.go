@@ -70,6 +70,12 @@ type Config struct {
 	JoinOnly bool
 	// MaxGone bounds how many down/removed members are remembered.
 	MaxGone int // default 1000
+	// DownNoticeFor: how long this member keeps telling a member it saw
+	// downed that it is down, in a heartbeat datagram of its own (default
+	// 15 s). A one-way partition delivers datagrams in one direction but no
+	// stream (a TCP push needs both), so without the notice a member whose
+	// own packets are lost would never hear that it was downed.
+	DownNoticeFor time.Duration
 
 	Clock  clock.Clock
 	Events *kit.EventLog
@@ -92,6 +98,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.MaxGone <= 0 {
 		c.MaxGone = 1000
+	}
+	if c.DownNoticeFor <= 0 {
+		c.DownNoticeFor = 15 * time.Second
 	}
 	if c.Clock == nil {
 		c.Clock = clock.Real()
@@ -139,21 +148,27 @@ type Cluster struct {
 	log  *slog.Logger
 	self Member
 
-	mu         sync.Mutex
-	ml         *memberlist.Memberlist
-	joined     bool
-	state      gossip
-	lastHeard  map[string]time.Time
-	reachable  map[string]bool
-	unreachAt  map[string]time.Time // for auto-down
+	mu     sync.Mutex
+	ml     *memberlist.Memberlist
+	joined bool
+	state  gossip
+	// lastHeard, unreachAt and the stability marks are readings of the
+	// clock's Elapsed: a clock bump must not make a member look silent or a
+	// problem look stable.
+	lastHeard map[string]time.Duration
+	reachable map[string]bool
+	unreachAt map[string]time.Duration // for auto-down
+	// downSeen: members this node saw downed, for the down notices.
+	downSeen   map[string]time.Duration
 	obsVersion uint64
 	version    uint64
 	changed    chan struct{}
 	dirty      bool
 	// resolver stability tracking
 	problemSig    string
-	stableSince   time.Time
-	unstableSince time.Time
+	stableSince   time.Duration
+	unstableSince time.Duration
+	unstable      bool // unstableSince is set
 	pushing       map[string]bool
 	// pushes tracks state pushes in flight; Run waits for them before it
 	// shuts memberlist down.
@@ -181,9 +196,10 @@ func New(cfg Config) (*Cluster, error) {
 		cfg:       cfg,
 		self:      Member{Name: cfg.Name, Incarnation: inc, HTTPAddr: cfg.HTTPAddr, PeerAddr: cfg.PeerAddr, Roles: slices.Clone(cfg.Roles)},
 		state:     gossip{},
-		lastHeard: map[string]time.Time{},
+		lastHeard: map[string]time.Duration{},
 		reachable: map[string]bool{},
-		unreachAt: map[string]time.Time{},
+		unreachAt: map[string]time.Duration{},
+		downSeen:  map[string]time.Duration{},
 		changed:   make(chan struct{}),
 		pushing:   map[string]bool{},
 		bound:     make(chan struct{}),
@@ -412,7 +428,7 @@ func (c *Cluster) join(ctx context.Context) error {
 		}
 	}
 	first := (len(c.cfg.Seeds) == 0 || c.cfg.Seeds[0] == self.GossipAddr) && !c.cfg.JoinOnly
-	start := c.cfg.Clock.Now()
+	start := c.cfg.Clock.Elapsed()
 	for {
 		if len(others) > 0 {
 			n, err := c.ml.Join(others)
@@ -426,7 +442,7 @@ func (c *Cluster) join(ctx context.Context) error {
 			// an island with its own singletons.
 			c.log.Debug("no member of a cluster answered", "answered", n, "err", err)
 		}
-		if first && c.cfg.Clock.Since(start) >= c.cfg.SeedTimeout {
+		if first && c.cfg.Clock.Elapsed()-start >= c.cfg.SeedTimeout {
 			c.log.Info("no seed answered; bootstrapping a new cluster")
 			break
 		}
@@ -514,14 +530,14 @@ func (c *Cluster) rejoinLoop(ctx context.Context) {
 // and, if the state changed, pushes it.
 func (c *Cluster) tick(ctx context.Context) {
 	c.mu.Lock()
-	now := c.cfg.Clock.Now()
+	now := c.cfg.Clock.Elapsed()
 	selfUID := c.self.UID()
 	var unreach []string
 	for uid, r := range c.state {
 		if uid == selfUID || r.Status.Final() {
 			continue
 		}
-		ok := now.Sub(c.lastHeard[uid]) <= c.cfg.FailureTimeout
+		ok := now-c.lastHeard[uid] <= c.cfg.FailureTimeout
 		if was, seen := c.reachable[uid]; !seen || was != ok {
 			c.reachable[uid] = ok
 			if ok {
@@ -550,11 +566,24 @@ func (c *Cluster) tick(ctx context.Context) {
 	if me := c.state[selfUID]; me != nil && !me.Status.Final() {
 		c.resolveLocked(now)
 	}
-	hb := c.heartbeatLocked()
+	hb := c.heartbeatLocked(nil)
 	var targets []string
+	live := map[string]bool{}
 	for uid, r := range c.state {
 		if uid != selfUID && !r.Status.Final() {
 			targets = append(targets, r.Member.GossipAddr)
+			live[r.Member.GossipAddr] = true
+		}
+	}
+	notices := map[string][]byte{}
+	for uid, at := range c.downSeen {
+		r := c.state[uid]
+		if r == nil || r.Status != StatusDown || now-at > c.cfg.DownNoticeFor {
+			delete(c.downSeen, uid)
+			continue
+		}
+		if !live[r.Member.GossipAddr] { // not once a new incarnation holds the address
+			notices[r.Member.GossipAddr] = c.heartbeatLocked(r)
 		}
 	}
 	push := c.dirty
@@ -566,19 +595,24 @@ func (c *Cluster) tick(ctx context.Context) {
 			c.log.Debug("heartbeat", "to", a, "err", err)
 		}
 	}
+	for a, msg := range notices {
+		if err := c.ml.SendToAddress(memberlist.Address{Addr: a}, msg); err != nil {
+			c.log.Debug("down notice", "to", a, "err", err)
+		}
+	}
 	if push {
 		c.pushState(ctx, false)
 	}
 }
 
 // resolveLocked is the split-brain resolver's clock-driven part.
-func (c *Cluster) resolveLocked(now time.Time) {
+func (c *Cluster) resolveLocked(now time.Duration) {
 	d := c.cfg.Downing
 	selfUID := c.self.UID()
 	if d.Strategy == AutoDown {
 		var down []string
 		for uid, at := range c.unreachAt {
-			if r := c.state[uid]; r != nil && !r.Status.Final() && now.Sub(at) >= d.AutoDownAfter {
+			if r := c.state[uid]; r != nil && !r.Status.Final() && now-at >= d.AutoDownAfter {
 				down = append(down, uid)
 			}
 		}
@@ -601,24 +635,24 @@ func (c *Cluster) resolveLocked(now time.Time) {
 	unreachable, indirect := v.problem()
 	sig := strings.Join(unreachable, ",") + "|" + strings.Join(indirect, ",")
 	if len(unreachable) == 0 && len(indirect) == 0 {
-		c.problemSig, c.unstableSince = "", time.Time{}
+		c.problemSig, c.unstable = "", false
 		return
 	}
 	if sig != c.problemSig {
 		c.problemSig, c.stableSince = sig, now
-		if c.unstableSince.IsZero() {
-			c.unstableSince = now
+		if !c.unstable {
+			c.unstableSince, c.unstable = now, true
 		}
 	}
-	if d.DownAllWhenUnstable > 0 && now.Sub(c.unstableSince) >= d.StableAfter+d.DownAllWhenUnstable && v.leader() == selfUID {
-		all := decision{reason: fmt.Sprintf("%s: reachability unstable for %v: downing every member", d.Strategy, now.Sub(c.unstableSince).Round(time.Millisecond))}
+	if d.DownAllWhenUnstable > 0 && now-c.unstableSince >= d.StableAfter+d.DownAllWhenUnstable && v.leader() == selfUID {
+		all := decision{reason: fmt.Sprintf("%s: reachability unstable for %v: downing every member", d.Strategy, (now - c.unstableSince).Round(time.Millisecond))}
 		for _, m := range v.members {
 			all.down = append(all.down, m.UID())
 		}
 		c.applyLocked(all)
 		return
 	}
-	if now.Sub(c.stableSince) < d.StableAfter {
+	if now-c.stableSince < d.StableAfter {
 		return
 	}
 	// Only the leader of this side decides, as in Akka: with one decider
@@ -626,11 +660,18 @@ func (c *Cluster) resolveLocked(now time.Time) {
 	// connected member judging its peer merely unreachable) cannot race to
 	// contradicting decisions. The leader is the oldest member this node
 	// reaches; every member of a side agrees on it once their views agree.
-	if v.leader() != selfUID {
-		return
-	}
-	if dec := decide(d, v); !dec.empty() {
+	dec := decide(d, v)
+	switch {
+	case dec.empty():
+	case v.leader() == selfUID:
 		c.applyLocked(dec)
+	case slices.Contains(dec.down, selfUID):
+		// A decision that downs this member is safe to take alone: it
+		// cannot contradict anyone's, and waiting for the leader's would
+		// make this member's stop depend on the leader's decision reaching
+		// it — which a one-way partition or packet loss may never let
+		// happen, while the other side goes on after its removal margin.
+		c.applyLocked(decision{down: []string{selfUID}, reason: dec.reason + " (this member's own part, taken without waiting for its side's leader)"})
 	}
 }
 
@@ -645,7 +686,7 @@ func (c *Cluster) applyLocked(d decision) {
 		}
 		c.setStatusLocked(r, StatusDown, d.reason)
 	}
-	c.problemSig, c.unstableSince = "", time.Time{}
+	c.problemSig, c.unstable = "", false
 }
 
 // setStatusLocked moves r forward to st, logging and acting on it.
@@ -679,6 +720,7 @@ func (c *Cluster) noteStatusLocked(uid string, before Status) {
 			c.downedOnce.Do(func() { close(c.downed) })
 		} else {
 			c.cfg.Events.Append(protocol.Event{Type: protocol.EventMemberDowned, Member: uid, Detail: r.DownReason})
+			c.downSeen[uid] = c.cfg.Clock.Elapsed()
 		}
 	}
 	if r.Status.Final() {
@@ -701,7 +743,7 @@ func (c *Cluster) noteNewLocked(uid string) {
 		}
 		return
 	}
-	c.lastHeard[uid] = c.cfg.Clock.Now() // grace period before judging it
+	c.lastHeard[uid] = c.cfg.Clock.Elapsed() // grace period before judging it
 	c.cfg.Events.Append(protocol.Event{Type: protocol.EventMemberUp, Member: uid, Detail: r.Member.String()})
 	// A newer incarnation at the same address proves the older process is
 	// gone (it held the port): down the old one at once.
@@ -749,11 +791,22 @@ func (c *Cluster) mergeLocked(recs []*record) {
 	}
 }
 
-// heartbeat is the datagram every member sends every other member.
+// heartbeat is the datagram every member sends every other member. It
+// carries the sender's own reachability observation, so that a member
+// whose outgoing packets are lost (a one-way partition: it hears everyone,
+// nobody hears it, and no TCP push gets through either way) still learns
+// that the others find it unreachable, and can down itself before they
+// act. A heartbeat to a member the sender knows is down carries that
+// member's down record instead (the down notice).
 type heartbeat struct {
 	From   string `json:"f"`
 	Addr   string `json:"a"`
 	Digest uint64 `json:"d"`
+	// ObsVersion and Unreachable are the sender's observation.
+	ObsVersion  uint64   `json:"ov,omitempty"`
+	Unreachable []string `json:"u,omitempty"`
+	// Down is the receiver's own record, down, in a down notice.
+	Down *record `json:"down,omitempty"`
 }
 
 const (
@@ -761,8 +814,14 @@ const (
 	msgState     byte = 's'
 )
 
-func (c *Cluster) heartbeatLocked() []byte {
-	b, _ := json.Marshal(heartbeat{From: c.self.UID(), Addr: c.self.GossipAddr, Digest: c.state.digest()})
+// heartbeatLocked encodes a heartbeat; down, if not nil, makes it a down
+// notice for that member.
+func (c *Cluster) heartbeatLocked(down *record) []byte {
+	hb := heartbeat{From: c.self.UID(), Addr: c.self.GossipAddr, Digest: c.state.digest(), Down: down}
+	if me := c.state[c.self.UID()]; me != nil {
+		hb.ObsVersion, hb.Unreachable = me.ObsVersion, me.Unreachable
+	}
+	b, _ := json.Marshal(hb)
 	return append([]byte{msgHeartbeat}, b...)
 }
 
@@ -778,8 +837,19 @@ func (c *Cluster) onMessage(buf []byte) {
 			return
 		}
 		c.mu.Lock()
-		if r := c.state[hb.From]; r != nil && !r.Status.Final() {
-			c.lastHeard[hb.From] = c.cfg.Clock.Now()
+		r := c.state[hb.From]
+		if r != nil && !r.Status.Final() {
+			c.lastHeard[hb.From] = c.cfg.Clock.Elapsed()
+		}
+		// Only a member this one knows speaks for itself (as for joins:
+		// only members vouch), and only once this one has joined.
+		if r != nil && c.joined {
+			if hb.ObsVersion > r.ObsVersion {
+				c.mergeLocked([]*record{{Member: r.Member, Status: r.Status, ObsVersion: hb.ObsVersion, Unreachable: hb.Unreachable}})
+			}
+			if d := hb.Down; d != nil && d.Status == StatusDown && d.Member.UID() == c.self.UID() {
+				c.mergeLocked([]*record{d})
+			}
 		}
 		differ := c.joined && hb.Digest != c.state.digest()
 		c.mu.Unlock()

@@ -146,7 +146,13 @@ func decide(cfg DowningConfig, v view) decision {
 		return decision{}
 	}
 	if slices.Contains(indirect, v.self) {
-		return decision{down: indirect, reason: "indirectly connected: " + strings.Join(indirect, ",")}
+		// A member this node hears does not hear it: its own packets are
+		// lost (a one-way partition), so the others will down it whatever
+		// this node decides, and nothing it decides about them would reach
+		// them. It downs itself alone, so that it stops before they act;
+		// downing the members that cannot hear it would only matter if the
+		// decision leaked to them, and then it would down healthy members.
+		return decision{down: []string{v.self}, reason: "this member is indirectly connected (members it reaches find it unreachable): " + strings.Join(indirect, ",")}
 	}
 	// The strategy judges the clean partition: indirectly connected members
 	// count on this side (this node reaches them); if this side survives,

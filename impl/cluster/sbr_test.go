@@ -55,10 +55,22 @@ func TestDecide(t *testing.T) {
 			uids("n2", "n3"),
 		},
 		{
-			"self indirectly connected downs itself and its peer",
+			// n2 hears nothing from n3 while n3 hears n2 (n3's packets are
+			// lost): n3 will be downed by n2's side and downs itself; n2,
+			// healthy, is left to its own side's decision.
+			"self indirectly connected downs itself alone",
 			majority,
 			mk("n3@i", 5, nil, map[string][]string{"n2@i": uids("n3")}),
-			uids("n2", "n3"),
+			uids("n3"),
+		},
+		{
+			// A one-way partition of the oldest: it hears all four, none
+			// hears it. It is the leader of its view and must not down the
+			// healthy four.
+			"the oldest whose packets are lost downs only itself",
+			majority,
+			mk("n1@i", 5, nil, map[string][]string{"n2@i": uids("n1"), "n3@i": uids("n1"), "n4@i": uids("n1"), "n5@i": uids("n1")}),
+			uids("n1"),
 		},
 		{
 			"observations from unreachable observers are stale",

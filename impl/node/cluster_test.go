@@ -677,6 +677,60 @@ func TestIndirectlyConnectedAreDowned(t *testing.T) {
 	}
 }
 
+// A one-way partition of the oldest: the others hear nothing from it, it
+// hears them all, and no TCP push gets through either way. The others down
+// it and take the singleton over after their removal margin; it must have
+// stopped its singleton before that, although its own failure detector
+// finds everyone reachable. It learns from the observations the others'
+// heartbeats carry that they find it unreachable, and downs itself. (Found
+// by a 5-node run with partition:asymmetric: without the observations in
+// the heartbeats it noticed nothing until the others, having downed it,
+// stopped sending, and it still ran the coordinators 1 s after they had
+// started new ones.)
+func TestOneWayPartitionedOldestStopsBeforeTakeOver(t *testing.T) {
+	tc := newTestCluster(t, 3, func(c *Config) { c.OnDowned = OnDownedRestart })
+	oldest := tc.byUID(tc.agreedOldest(tc.nodes, 3))
+	next := tc.successor()
+	ids := newIDClient()
+	ctx, stop := context.WithCancel(context.Background())
+	wg := ids.hammer(ctx, tc)
+	defer func() {
+		if t.Failed() {
+			tc.dumpEvents()
+		}
+	}()
+	var others []string
+	for _, tn := range tc.nodes {
+		if tn != oldest {
+			others = append(others, tn.gossip)
+		}
+	}
+	// Both ends' rules, as the partition nemesis sets them: the in-process
+	// filter cuts a stream on the dialling side, so the others' DropIn is
+	// what stops their pushes reaching the oldest, as the kernel would (a
+	// stream needs packets both ways).
+	oldest.n.SetFilter(peer.Rules{DropOut: others})
+	for _, tn := range tc.nodes {
+		if tn != oldest {
+			tn.n.SetFilter(peer.Rules{DropIn: []string{oldest.gossip}})
+		}
+	}
+	eventually(t, 20*time.Second, func() error {
+		if !hasEvent(tc, oldest.name, protocol.EventSelfDowned) {
+			return fmt.Errorf("%s has not downed itself", oldest.name)
+		}
+		if r := tc.runningSingletons(); len(r) != 1 || r[0] != next.name {
+			return fmt.Errorf("singleton runs on %v, want [%s]", r, next.name)
+		}
+		return nil
+	})
+	tc.heal()
+	stop()
+	wg.Wait()
+	ids.check(t)
+	assertNoOverlap(t, tc.singletonIntervals(tc.logs()))
+}
+
 func TestConfigRefusals(t *testing.T) {
 	base := func() Config {
 		return Config{Name: "x", HTTPListen: "127.0.0.1:0", Journal: unreachableJournal{}, Logger: testLogger(t)}

@@ -135,7 +135,7 @@ func CoordinatorFactory(s Settings, d Deps, strategy AllocationStrategy) singlet
 			rebalancing:  map[string]bool{},
 			hosting:      map[string]bool{},
 			shuttingDown: map[string]bool{},
-			downSince:    map[string]time.Time{},
+			downSince:    map[string]time.Duration{},
 		}
 		if err := c.recover(ctx); err != nil {
 			return nil, err
@@ -173,10 +173,10 @@ type coordinator struct {
 	// this instance must not act any more (the manager replaces it).
 	broken error
 	// In memory only, as in Akka: a new coordinator starts with none.
-	rebalancing  map[string]bool // shards being handed off
-	hosting      map[string]bool // shards whose host-shard is in flight
-	shuttingDown map[string]bool // regions in graceful shutdown
-	downSince    map[string]time.Time
+	rebalancing  map[string]bool          // shards being handed off
+	hosting      map[string]bool          // shards whose host-shard is in flight
+	shuttingDown map[string]bool          // regions in graceful shutdown
+	downSince    map[string]time.Duration // Elapsed readings: a clock bump must not end the margin
 }
 
 func (c *coordinator) event(typ, region, shardID, detail string) {
@@ -640,7 +640,7 @@ func (c *coordinator) loop() {
 // merely unreachable keeps its shards.
 func (c *coordinator) watchMembers() {
 	snap := c.d.Membership.Snapshot()
-	now := c.d.Clock.Now()
+	now := c.d.Clock.Elapsed()
 	c.mu.Lock()
 	all := slices.Collect(maps.Keys(c.st.Regions))
 	all = append(all, slices.Collect(maps.Keys(c.st.Proxies))...)
@@ -661,7 +661,7 @@ func (c *coordinator) watchMembers() {
 			c.downSince[uid] = now
 			since = now
 		}
-		if now.Sub(since) >= c.s.DownRemovalMargin {
+		if now-since >= c.s.DownRemovalMargin {
 			why := "member downed"
 			if !ok {
 				why = "member unknown"

@@ -37,8 +37,8 @@ type entity struct {
 	// passivating is guarded by the shard's mutex: once set, the shard
 	// holds new messages for this id until this incarnation has stopped.
 	passivating bool
-	// lastActive is the clock's UnixNano of the last message pushed or
-	// handled, for idle passivation.
+	// lastActive is the clock's Elapsed reading at the last message pushed
+	// or handled, for idle passivation (a bump must not passivate everyone).
 	lastActive atomic.Int64
 	started    atomic.Bool
 
@@ -52,10 +52,10 @@ func newEntity(sh *shard, id, inc string) *entity {
 	return e
 }
 
-func (e *entity) touch() { e.lastActive.Store(e.sh.r.d.Clock.Now().UnixNano()) }
+func (e *entity) touch() { e.lastActive.Store(int64(e.sh.r.d.Clock.Elapsed())) }
 
-func (e *entity) idleFor(now time.Time) time.Duration {
-	return now.Sub(time.Unix(0, e.lastActive.Load()))
+func (e *entity) idleFor(now time.Duration) time.Duration {
+	return now - time.Duration(e.lastActive.Load())
 }
 
 // resumeLocked starts a serving goroutine if the entity is parked; the

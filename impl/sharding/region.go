@@ -721,7 +721,7 @@ func (r *Region) idleLoop(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		now := r.d.Clock.Now()
+		now := r.d.Clock.Elapsed()
 		r.mu.Lock()
 		locals := make([]*shard, 0, len(r.local))
 		for _, sh := range r.local {
