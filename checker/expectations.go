@@ -267,7 +267,7 @@ func (c ShardsMoved) Check(ctx context.Context, h *history.File, dir string) Res
 // tried on the surviving side too.
 //
 // In each window [inject + Settle, heal] (windows shorter than 1 s are not
-// judged), the entity operations (not tells) invoked in it and completed by
+// judged), the entity operations (not tells; idgen's next-id counts as one entity, the id-generator) invoked in it and completed by
 // the heal are an entity's attempts; one of them must be ok. Operations
 // still in flight at the heal had no chance and are left out. The nodes
 // that served any operation in the window are taken as the surviving side:
@@ -285,6 +285,20 @@ type ServedDuringFault struct {
 // Name implements Checker.
 func (ServedDuringFault) Name() string { return "served-during-fault" }
 
+// servedKey is what ServedDuringFault holds to its promise an operation is
+// an attempt on: its entity, or, for the idgen workload's next-id, the
+// id-generator singleton (the surviving side must run one); "" for the
+// rest (tells: no answer to judge).
+func servedKey(op *history.Op) string {
+	switch {
+	case op.Entity != "" && op.F != "tell":
+		return op.Entity
+	case op.Entity == "" && op.F == "next-id":
+		return "the id-generator"
+	}
+	return ""
+}
+
 // minServedWindow is the shortest window ServedDuringFault judges.
 const minServedWindow = time.Second
 
@@ -299,7 +313,7 @@ func (c ServedDuringFault) Check(ctx context.Context, h *history.File, _ string)
 		res.Summary = fmt.Sprintf("nothing to judge: no fault named %s* was injected", c.Fault)
 		return res
 	}
-	pg := pairOps(h.Ops, func(op *history.Op) bool { return op.Entity != "" && op.F != "tell" })
+	pg := pairOps(h.Ops, func(op *history.Op) bool { return servedKey(op) != "" })
 	pairs := sortedByInvoke(h.Ops, pg.pairs)
 	var notes, bad []string
 	windows, judgedWindows, badWindows := 0, 0, 0
@@ -333,10 +347,10 @@ func (c ServedDuringFault) Check(ctx context.Context, h *history.File, _ string)
 				return stopped(res, ctx.Err())
 			}
 			inv := &h.Ops[pairs[i].inv]
-			e := ents[inv.Entity]
+			e := ents[servedKey(inv)]
 			if e == nil {
 				e = &entity{nodes: map[string]bool{}}
-				ents[inv.Entity] = e
+				ents[servedKey(inv)] = e
 			}
 			if pairs[i].comp < 0 || h.Ops[pairs[i].comp].Time > to {
 				e.inFlight++

@@ -188,11 +188,20 @@ func TestServedDuringFault(t *testing.T) {
 			b = b.inv(5*sec, 2, "read", r2, "").fail(6*sec, 2).inv(9*sec, 2, "read", r2, "")
 			return heal(b).ok(11*sec, 2, `{}`)
 		}, false, Invalid, "register/r2 never served: 1 attempts"},
-		{"tells and entity-less ops are not judged", func() *hb {
+		{"tells are not judged; a next-id tried only on the downed side is excused", func() *hb {
 			b := part().inv(4*sec, 1, "read", r1, "").ok(5*sec, 1, `{}`)
 			b = b.inv(4*sec, 2, "tell", "log/l1", ap("w0", 1)).fail(5*sec, 2).inv(6*sec, 2, "next-id", "", "").fail(7*sec, 2)
 			return heal(b)
 		}, false, Valid, ""},
+		{"the id-generator served on the surviving side", func() *hb {
+			b := part().inv(4*sec, 0, "next-id", "", "").fail(5*sec, 0).inv(4*sec, 1, "next-id", "", "").ok(5*sec, 1, `{"id":7}`)
+			return heal(b)
+		}, false, Valid, "1 of 1 entities served"},
+		{"the id-generator never served on the surviving side", func() *hb {
+			b := part().inv(4*sec, 1, "read", r1, "").ok(5*sec, 1, `{}`)
+			b = b.inv(5*sec, 1, "next-id", "", "").fail(6*sec, 1).inv(7*sec, 1, "next-id", "", "").info(8*sec, 1)
+			return heal(b)
+		}, false, Invalid, "the id-generator never served: 2 attempts"},
 		{"a window shorter than a second is not judged", func() *hb {
 			b := part().inv(3*sec, 1, "read", r1, "").fail(3*sec+1, 1)
 			return b.fault(3*sec+sec/2, "partition:halves", "heal")

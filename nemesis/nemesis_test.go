@@ -495,6 +495,8 @@ func TestValidateSchedule(t *testing.T) {
 		{"heal of nothing", []Step{{Fault: "kill:one", Heal: true}}, false},
 		{"heal of another key", []Step{{Fault: "kill:one", Key: "a"}, {Fault: "kill:one", Heal: true}}, false},
 		{"bad target", []Step{{Fault: "clock:bump", Target: "most"}}, false},
+		{"oldest on the cut side", []Step{{Fault: "partition:asymmetric", Target: "oldest"}}, true},
+		{"oldest where no side is cut", []Step{{Fault: "partition:majorities-ring", Target: "oldest"}}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -609,5 +611,30 @@ func TestJournalCutTarget(t *testing.T) {
 	}
 	if len(sizes) != 3 {
 		t.Fatalf("without a target the seed chose only sizes %v", sizes)
+	}
+}
+
+// TestOldestOnCutSide: with the step's Target "oldest", the oldest is on
+// the side asymmetric loses the packets of, and in a half of bridge (not
+// the bridge), whatever the seed.
+func TestOldestOnCutSide(t *testing.T) {
+	names := []string{"n1", "n2", "n3", "n4", "n5"}
+	for seed := uint64(0); seed < 20; seed++ {
+		for _, shape := range oldestOnCutSide {
+			cut, err := shapeCut(context.Background(), shape, names, "n3", rand.New(rand.NewPCG(seed, 1)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch shape {
+			case "asymmetric":
+				if len(cut.Drops["n3"].DropOut) == 0 || len(cut.Drops["n3"].DropIn) != 0 {
+					t.Fatalf("seed %d: n3 is not on the side whose packets are lost: %+v", seed, cut.Drops)
+				}
+			case "bridge":
+				if !slices.Contains(cut.Components[0], "n3") {
+					t.Fatalf("seed %d: n3 is not in the first half: %v", seed, cut.Components)
+				}
+			}
+		}
 	}
 }

@@ -71,9 +71,11 @@ func partitionShapes() []shape {
 }
 
 // shapeCut computes a shape's cut over names (in the runtime's order);
-// target is the role's node for the isolate-<role> shapes; ctx may carry a
-// step's Target, which fixes journal-cut's choice of one node, a minority
-// or all.
+// target is the role's node for the isolate-<role> shapes, and for the
+// shapes with a cut side (asymmetric: the side whose packets are lost;
+// bridge: a half, not the bridge) the oldest node when the step's Target is
+// "oldest", which puts it on that side; ctx may carry a step's Target, which
+// fixes journal-cut's choice of one node, a minority or all.
 func shapeCut(ctx context.Context, shape string, names []string, target string, rng *rand.Rand) (Cut, error) {
 	n := len(names)
 	switch shape {
@@ -116,14 +118,14 @@ func shapeCut(ctx context.Context, shape string, names []string, target string, 
 		}
 		return c, nil
 	case "bridge":
-		s := shuffle(rng, names)
+		s := first(shuffle(rng, names), target)
 		half := (n - 1) / 2
 		a, bridge, b := sorted(s[:half]), s[half], sorted(s[half+1:])
 		c := cutComponents(shape, [][]string{a, b})
 		c.Components = [][]string{a, {bridge}, b}
 		return c, nil
 	case "asymmetric":
-		s := shuffle(rng, names)
+		s := first(shuffle(rng, names), target)
 		comps := split(s, n/2)
 		from, to := comps[0], comps[1]
 		c := Cut{Shape: shape, Components: comps, Drops: map[string]Rules{}}
@@ -157,6 +159,17 @@ func shapeCut(ctx context.Context, shape string, names []string, target string, 
 	return Cut{}, fmt.Errorf("unknown partition shape %q", shape)
 }
 
+// first moves name, if it is among names, to the front.
+func first(names []string, name string) []string {
+	if i := slices.Index(names, name); i > 0 {
+		names = slices.Insert(slices.Delete(names, i, i+1), 0, name)
+	}
+	return names
+}
+
+// oldestOnCutSide are the shapes a step's Target "oldest" applies to.
+var oldestOnCutSide = []string{"asymmetric", "bridge"}
+
 // canPartition checks the runtime can cut packets between nodes (and,
 // for the journal, the journal).
 func canPartition(journal bool) func(env *Env) error {
@@ -183,10 +196,13 @@ func partitionFaults() []Fault {
 			Doc:   "partition: " + s.doc,
 			check: all(canPartition(s.name == "journal-cut"), atLeast(s.min), roleNeeds(s.role)),
 			inject: func(ctx context.Context, env *Env, rng *rand.Rand) (*Active, error) {
-				target := ""
-				if s.role != "" {
+				target, role := "", s.role
+				if how, _ := ctx.Value(targetKey{}).(string); how == RoleOldest && slices.Contains(oldestOnCutSide, s.name) {
+					role = RoleOldest
+				}
+				if role != "" {
 					var err error
-					if target, err = findRole(ctx, env, s.role); err != nil {
+					if target, err = findRole(ctx, env, role); err != nil {
 						return nil, err
 					}
 				}

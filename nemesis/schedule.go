@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -23,7 +24,9 @@ type Step struct {
 	Key string `json:"key,omitempty"`
 	// Target fixes the choice of a fault that picks one node, a minority
 	// or every node at random (clock faults, journal-cut): "one",
-	// "minority" or "all"; "" leaves it to the seed.
+	// "minority" or "all"; or, for the partition shapes with a cut side
+	// (asymmetric, bridge), "oldest": the oldest node is on that side. ""
+	// leaves it to the seed.
 	Target string `json:"target,omitempty"`
 	// Seed drives the fault's own random choices (targets, shapes).
 	Seed uint64 `json:"seed,omitempty"`
@@ -69,8 +72,12 @@ func ValidateSchedule(steps []Step) error {
 		}
 		switch s.Target {
 		case "", "one", "minority", "all":
+		case RoleOldest:
+			if !slices.Contains(oldestOnCutSide, strings.TrimPrefix(s.Fault, "partition:")) {
+				return fmt.Errorf("schedule step %d: target oldest applies to partition:%s only, not %s", i, strings.Join(oldestOnCutSide, " and partition:"), s.Fault)
+			}
 		default:
-			return fmt.Errorf("schedule step %d: target %q: want one, minority or all", i, s.Target)
+			return fmt.Errorf("schedule step %d: target %q: want one, minority or all (or oldest, for partition:%s)", i, s.Target, strings.Join(oldestOnCutSide, " and partition:"))
 		}
 		if s.Heal {
 			if !active[s.key()] {

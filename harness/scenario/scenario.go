@@ -266,6 +266,7 @@ func Catalog() []Scenario {
 			Smoke: true,
 		},
 	}
+	all = append(all, faultScenarios()...)
 	sort.Slice(all, func(i, j int) bool { return all[i].Name < all[j].Name })
 	return all
 }

@@ -133,3 +133,48 @@ func TestSelect(t *testing.T) {
 		t.Fatalf("smoke subset %v, %v", Names(smoke), err)
 	}
 }
+
+// TestEveryFaultHasAScenario: every fault of the nemesis catalogue is in
+// the scripted schedule of some scenario, so the reference node is known to
+// survive it; adding a fault without a scenario fails here. (A schedule
+// drawn from the seed does not count: which faults it draws depends on the
+// seed.)
+func TestEveryFaultHasAScenario(t *testing.T) {
+	covered := map[string][]string{}
+	for _, s := range Catalog() {
+		for _, st := range s.Schedule {
+			covered[st.Fault] = append(covered[st.Fault], s.Name)
+		}
+	}
+	for _, f := range nemesis.Catalog() {
+		if len(covered[f.Name]) == 0 {
+			t.Errorf("no scenario runs %s: add one to harness/scenario (faults.go) and docs/scenarios.md", f.Name)
+		}
+	}
+	for name := range covered {
+		if _, err := nemesis.Parse(name); err != nil {
+			t.Errorf("a scenario schedules %s, which is not a fault: %v", name, err)
+		}
+	}
+}
+
+// TestPartitionShapesRunOnFiveNodesBothWays: each partition shape has a
+// scenario under the singleton and one under entities, on 5 nodes.
+func TestPartitionShapesRunOnFiveNodesBothWays(t *testing.T) {
+	for _, f := range nemesis.Catalog() {
+		shape, ok := strings.CutPrefix(f.Name, "partition:")
+		if !ok || shape == "journal-cut" || shape == "halves" {
+			continue // journal-cut cuts the journal, not the cluster; halves has majority-split*
+		}
+		for _, w := range []string{"idgen", "register"} {
+			s, err := Named(shape + "-" + w)
+			if err != nil {
+				t.Errorf("%s under %s: %v", f.Name, w, err)
+				continue
+			}
+			if s.Nodes != 5 || s.Workload != w {
+				t.Errorf("%s: %d nodes, workload %s; want 5, %s", s.Name, s.Nodes, s.Workload, w)
+			}
+		}
+	}
+}

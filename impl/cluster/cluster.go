@@ -76,6 +76,10 @@ type Config struct {
 	// stream (a TCP push needs both), so without the notice a member whose
 	// own packets are lost would never hear that it was downed.
 	DownNoticeFor time.Duration
+	// BlindToOneWay is a deliberate bug (impl/node's blind-to-one-way):
+	// heartbeats are taken for liveness only, their observations and down
+	// notices ignored and none sent.
+	BlindToOneWay bool
 
 	Clock  clock.Clock
 	Events *kit.EventLog
@@ -582,7 +586,7 @@ func (c *Cluster) tick(ctx context.Context) {
 			delete(c.downSeen, uid)
 			continue
 		}
-		if !live[r.Member.GossipAddr] { // not once a new incarnation holds the address
+		if !live[r.Member.GossipAddr] && !c.cfg.BlindToOneWay { // not once a new incarnation holds the address
 			notices[r.Member.GossipAddr] = c.heartbeatLocked(r)
 		}
 	}
@@ -843,7 +847,7 @@ func (c *Cluster) onMessage(buf []byte) {
 		}
 		// Only a member this one knows speaks for itself (as for joins:
 		// only members vouch), and only once this one has joined.
-		if r != nil && c.joined {
+		if r != nil && c.joined && !c.cfg.BlindToOneWay {
 			if hb.ObsVersion > r.ObsVersion {
 				c.mergeLocked([]*record{{Member: r.Member, Status: r.Status, ObsVersion: hb.ObsVersion, Unreachable: hb.Unreachable}})
 			}

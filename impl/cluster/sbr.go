@@ -146,13 +146,7 @@ func decide(cfg DowningConfig, v view) decision {
 		return decision{}
 	}
 	if slices.Contains(indirect, v.self) {
-		// A member this node hears does not hear it: its own packets are
-		// lost (a one-way partition), so the others will down it whatever
-		// this node decides, and nothing it decides about them would reach
-		// them. It downs itself alone, so that it stops before they act;
-		// downing the members that cannot hear it would only matter if the
-		// decision leaked to them, and then it would down healthy members.
-		return decision{down: []string{v.self}, reason: "this member is indirectly connected (members it reaches find it unreachable): " + strings.Join(indirect, ",")}
+		return v.decideUnheard(cfg)
 	}
 	// The strategy judges the clean partition: indirectly connected members
 	// count on this side (this node reaches them); if this side survives,
@@ -219,6 +213,46 @@ func decide(cfg DowningConfig, v view) decision {
 	sort.Strings(d.down)
 	d.down = slices.Compact(d.down)
 	return d
+}
+
+// decideUnheard decides for a member that members it hears report
+// unreachable: its own packets are lost on the way to them (a one-way
+// partition), so what it decides about them would never reach them, and
+// they will decide about it on their own. It takes their decision: for
+// each such observer, the strategy is applied to the observer's view (the
+// members the observer reports unreachable are its other side), and if
+// that downs this member, this member downs itself — alone, at once, so
+// that it has stopped before their removal margin ends. If the observers'
+// side would down itself instead (it is the smaller side), this member
+// waits: once they are down, its problem is gone. It never downs the
+// members that cannot hear it: the decision would not reach them, and if it
+// leaked it would down a healthy side.
+func (v view) decideUnheard(cfg DowningConfig) decision {
+	reach := map[string]bool{}
+	for _, m := range v.members {
+		reach[m.UID()] = m.Reachable || m.UID() == v.self
+	}
+	var observers []string
+	for o, subjects := range v.observations {
+		if o != v.self && reach[o] && slices.Contains(subjects, v.self) {
+			observers = append(observers, o)
+		}
+	}
+	sort.Strings(observers)
+	for _, o := range observers {
+		lost := map[string]bool{}
+		for _, u := range v.observations[o] {
+			lost[u] = true
+		}
+		theirs := view{self: o}
+		for _, m := range v.members {
+			theirs.members = append(theirs.members, MemberState{Member: m.Member, Status: m.Status, Reachable: !lost[m.UID()]})
+		}
+		if d := decide(cfg, theirs); slices.Contains(d.down, v.self) {
+			return decision{down: []string{v.self}, reason: fmt.Sprintf("unheard: %s, which this member reaches, finds it unreachable, and its side decides so (%s)", o, d.reason)}
+		}
+	}
+	return decision{}
 }
 
 func side(mine bool) string {

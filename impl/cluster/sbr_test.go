@@ -73,6 +73,30 @@ func TestDecide(t *testing.T) {
 			uids("n1"),
 		},
 		{
+			// The packets of a majority (n1-n3) to a minority (n4, n5) are
+			// lost: the minority, hearing nothing, downs itself; the
+			// majority, unheard by it, waits instead of downing itself.
+			"an unheard majority waits for the minority to go",
+			majority,
+			mk("n1@i", 5, nil, map[string][]string{"n4@i": uids("n1", "n2", "n3"), "n5@i": uids("n1", "n2", "n3")}),
+			nil,
+		},
+		{
+			"an unheard minority downs itself",
+			majority,
+			mk("n4@i", 5, nil, map[string][]string{"n1@i": uids("n4", "n5"), "n2@i": uids("n4", "n5"), "n3@i": uids("n4", "n5")}),
+			uids("n4"),
+		},
+		{
+			// Of two members, the one that hears the other but is not
+			// heard: the other is alone and younger (a tie, the oldest's
+			// side wins) and downs itself.
+			"an unheard oldest of two waits",
+			majority,
+			mk("n1@i", 2, nil, map[string][]string{"n2@i": uids("n1")}),
+			nil,
+		},
+		{
 			"observations from unreachable observers are stale",
 			majority,
 			mk("n1@i", 5, uids("n5"), map[string][]string{"n5@i": uids("n1", "n2")}),

@@ -50,12 +50,18 @@ const (
 	// BugEntitySkipReplay starts persistent entities without replaying
 	// their events: they serve stale (empty) state.
 	BugEntitySkipReplay = "entity-skip-replay"
+	// BugBlindToOneWay makes the membership ignore what heartbeats carry
+	// besides liveness (the sender's observations, down notices): a member
+	// whose own packets are lost never learns that the others find it
+	// unreachable or downed it, and keeps its singletons after they take
+	// over.
+	BugBlindToOneWay = "blind-to-one-way"
 )
 
 // KnownBugs lists the deliberate bugs, for flags and the capabilities
 // endpoint.
 func KnownBugs() []string {
-	return append([]string{BugAutoDown, BugSingletonNoFencing, BugEntitySkipReplay}, sharding.BugNames()...)
+	return append([]string{BugAutoDown, BugSingletonNoFencing, BugEntitySkipReplay, BugBlindToOneWay}, sharding.BugNames()...)
 }
 
 // IDGeneratorName is the test singleton's name.
@@ -416,11 +422,13 @@ func (n *Node) newIncarnation() (*incarnation, error) {
 		// never start an island of its own (found by the singleton-events
 		// checker: a first seed cut off by a partition came back as a
 		// one-node cluster with its own singletons).
-		JoinOnly: restarted,
-		Clock:    cfg.Clock,
-		Events:   n.events,
-		Logger:   n.log,
-		Filter:   n.filter,
+		JoinOnly:      restarted,
+		DownNoticeFor: 2*cfg.DownRemovalMargin + cfg.FailureTimeout,
+		BlindToOneWay: slices.Contains(cfg.Bugs, BugBlindToOneWay),
+		Clock:         cfg.Clock,
+		Events:        n.events,
+		Logger:        n.log,
+		Filter:        n.filter,
 	})
 	if err != nil {
 		return nil, err
