@@ -530,10 +530,9 @@ func (c *Cluster) rejoinLoop(ctx context.Context) {
 	}
 }
 
-// tick runs the failure detector and the resolver, then sends heartbeats
-// and, if the state changed, pushes it.
-func (c *Cluster) tick(ctx context.Context) {
-	c.mu.Lock()
+// judgeLocked runs the failure detector and the resolver (no I/O), and
+// returns the clock's Elapsed reading it judged at.
+func (c *Cluster) judgeLocked() time.Duration {
 	now := c.cfg.Clock.Elapsed()
 	selfUID := c.self.UID()
 	var unreach []string
@@ -570,6 +569,15 @@ func (c *Cluster) tick(ctx context.Context) {
 	if me := c.state[selfUID]; me != nil && !me.Status.Final() {
 		c.resolveLocked(now)
 	}
+	return now
+}
+
+// tick runs the failure detector and the resolver, then sends heartbeats
+// and, if the state changed, pushes it.
+func (c *Cluster) tick(ctx context.Context) {
+	c.mu.Lock()
+	now := c.judgeLocked()
+	selfUID := c.self.UID()
 	hb := c.heartbeatLocked(nil)
 	var targets []string
 	live := map[string]bool{}
