@@ -33,8 +33,8 @@ func TestClockJumpsDoNotEndTheResolversWait(t *testing.T) {
 				downed:    make(chan struct{}),
 				lastHeard: map[string]time.Duration{}, reachable: map[string]bool{},
 				unreachAt: map[string]time.Duration{}, downSeen: map[string]time.Duration{},
-				log:       slog.New(slog.NewTextHandler(io.Discard, nil)),
-				joined:    true,
+				log:    slog.New(slog.NewTextHandler(io.Discard, nil)),
+				joined: true,
 			}
 			n2 := Member{Name: "n2", Incarnation: "b", UpNumber: 2}
 			n3 := Member{Name: "n3", Incarnation: "c", UpNumber: 3}
