@@ -454,6 +454,21 @@ func TestChecksRefuse(t *testing.T) {
 	}
 }
 
+// TestCheckStepsNeedsAgeForOldest: a step that puts the oldest on the cut
+// side is refused, before the test, by an implementation that does not tell
+// its members' age.
+func TestCheckStepsNeedsAgeForOldest(t *testing.T) {
+	steps := []Step{{Fault: "partition:asymmetric", Target: RoleOldest}, {At: 1, Fault: "partition:asymmetric", Heal: true}}
+	r := &Runner{Env: &Env{Cluster: newFake(5)}}
+	if err := r.CheckSteps(steps); !errors.Is(err, ErrUnsupported) {
+		t.Fatalf("without the age capability: %v, want ErrUnsupported", err)
+	}
+	r.Env.Capabilities = []string{"age"}
+	if err := r.CheckSteps(steps); err != nil {
+		t.Fatalf("with the age capability: %v", err)
+	}
+}
+
 // TestRunnerOverlaps: a scripted schedule overlaps faults of different
 // keys; each heal undoes its own key, and what is active at the end is
 // healed, the latest first.

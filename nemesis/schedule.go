@@ -172,6 +172,20 @@ func (r *Runner) Check() (dropped []error, err error) {
 	return dropped, nil
 }
 
+// CheckSteps refuses steps whose own choices the cluster cannot take:
+// Target "oldest" needs the implementation to tell its members' age.
+func (r *Runner) CheckSteps(steps []Step) error {
+	var errs []error
+	for i, s := range steps {
+		if s.Target == RoleOldest && !s.Heal {
+			if err := roleNeeds(RoleOldest)(r.Env); err != nil {
+				errs = append(errs, fmt.Errorf("schedule step %d (%s with the oldest on the cut side): %w", i, s.Fault, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // Run performs plan, with At counted from start, until the plan ends or
 // ctx ends; faults still active then are healed, the latest first (heals
 // run on their own, even after ctx ends). It returns when nothing is left

@@ -654,6 +654,9 @@ func (t *Test) nemesis(cl Cluster, caps protocol.Capabilities, hw *history.Write
 	for _, d := range dropped {
 		t.Log.Info("leaving out a fault that does not fit this cluster", "why", d)
 	}
+	if err == nil {
+		err = r.CheckSteps(t.Options.Schedule)
+	}
 	if err != nil {
 		return nil, err
 	}

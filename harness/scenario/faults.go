@@ -92,6 +92,13 @@ func faultScenarios() []Scenario {
 	for _, sp := range shapes() {
 		out = append(out, partitionScenario(sp, "idgen"), partitionScenario(sp, "register"))
 	}
+	// The one-way partition of the oldest found a bug (the member whose
+	// packets are lost never learnt it was unheard): CI runs it each change.
+	for i := range out {
+		if out[i].Name == "asymmetric-idgen" {
+			out[i].Smoke = true
+		}
+	}
 	never2 := "never two instances of a shard, entity or singleton at once (hand-off, single-instance, singleton-events)"
 	out = append(out,
 		Scenario{
