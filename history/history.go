@@ -106,6 +106,33 @@ const (
 	PhaseEnd      = "end"
 )
 
+// Recovery is the value of the final phase's entry in a run with faults:
+// whether, after the last heal, the cluster converged (every node ready,
+// reaching every member, counting every node up) before the harness gave
+// up waiting, and how long that took.
+type Recovery struct {
+	Converged bool `json:"converged"`
+	// Waited is how long the harness waited after the last heal (ns).
+	Waited int64 `json:"waited_ns"`
+	// Why says what was still wrong when the harness gave up.
+	Why string `json:"why,omitempty"`
+}
+
+// Recovery returns the recovery outcome the history recorded, and whether
+// it recorded one (a run with faults that reached its final phase).
+func (f *File) Recovery() (Recovery, bool) {
+	for i := range f.Ops {
+		op := &f.Ops[i]
+		if op.Kind == Phase && op.F == PhaseFinal && len(op.Value) > 0 {
+			var r Recovery
+			if json.Unmarshal(op.Value, &r) == nil {
+				return r, true
+			}
+		}
+	}
+	return Recovery{}, false
+}
+
 // Ended reports whether the history is whole: its run reached the end of
 // its final phase and no line was cut off. If not, why says what is
 // missing, for verdicts that must not claim more than the history shows.

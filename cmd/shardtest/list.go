@@ -83,6 +83,7 @@ func writeList(w io.Writer, kinds []string) error {
 					fmt.Fprintf(w, "  %-14s %s\n", c.Name(), wl.Name())
 				}
 			}
+			fmt.Fprintf(w, "  %-14s every workload, in runs with faults: the cluster converged after the last heal\n", checker.Recovered{}.Name())
 			fmt.Fprintf(w, "  scenarios add: %s\n", strings.Join(run.ExpectationNames(), ", "))
 		case "scenarios":
 			fmt.Fprintln(w, "Scenarios: (shardtest run --scenario NAME; shardtest test-all [--smoke])")

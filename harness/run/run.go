@@ -198,6 +198,9 @@ func Check(ctx context.Context, o Options, h *history.File, dir string) (checker
 			checkers = append(checkers, c)
 		}
 	}
+	if o.faults() != "" {
+		checkers = append(checkers, checker.Recovered{})
+	}
 	for _, e := range o.Expect {
 		c, err := e.Checker()
 		if err != nil {
@@ -354,12 +357,13 @@ func (t *Test) Run(ctx context.Context, resultsRoot string) (Result, error) {
 	}()
 	touched := t.drive(mctx, hw, nodes, clients, caps)
 	<-nemDone // every fault healed
+	var recovery []byte
 	if nem != nil && ctx.Err() == nil {
 		phase(history.PhaseRecovery)
-		t.recover(ctx, nodes, clients)
+		recovery, _ = json.Marshal(t.recover(ctx, nodes, clients))
 	}
 	if ctx.Err() == nil {
-		phase(history.PhaseFinal)
+		hw.Write(history.Op{Kind: history.Phase, Process: -1, F: history.PhaseFinal, Value: recovery})
 		t.final(ctx, hw, nodes, clients, touched)
 		if ctx.Err() == nil {
 			// The history is whole: what it lacks, the system lost.
@@ -757,23 +761,28 @@ func (t *Test) recordEvents(ctx context.Context, dir string, cl Cluster, hw *his
 }
 
 // RecoverySettle is the least time between the last heal and the final
-// phase.
-const RecoverySettle = 15 * time.Second
+// phase; RecoveryTimeout the most the harness waits for the cluster to
+// converge after the last heal.
+const (
+	RecoverySettle  = 15 * time.Second
+	RecoveryTimeout = 2 * time.Minute
+)
 
 // recover waits, after the last heal, until the cluster has converged:
 // every node the workload uses is ready, reaches every member, and counts
 // every one of those nodes as up (restarted, rejoined, no longer downed),
 // and RecoverySettle has passed since the heal.
 // The final read-back then measures what survived, not how long recovery
-// takes. A cluster that does not converge is logged; the final phase still
-// runs.
-func (t *Test) recover(ctx context.Context, nodes []Node, clients []*client.Client) {
+// takes. A cluster that does not converge within RecoveryTimeout is logged
+// (and the recovered checker says so); the final phase still runs.
+func (t *Test) recover(ctx context.Context, nodes []Node, clients []*client.Client) history.Recovery {
 	healed := time.Now()
-	deadline := healed.Add(2 * time.Minute)
+	deadline := healed.Add(RecoveryTimeout)
 	var last string
 	for {
 		last = converged(ctx, nodes, clients)
 		if last == "" {
+			r := history.Recovery{Converged: true, Waited: int64(time.Since(healed))}
 			// Membership converges before the shards of a crashed
 			// member are allocated again (after it is downed, plus a
 			// margin): give the cluster that long too.
@@ -781,11 +790,11 @@ func (t *Test) recover(ctx context.Context, nodes []Node, clients []*client.Clie
 			case <-ctx.Done():
 			case <-time.After(time.Until(healed.Add(RecoverySettle))):
 			}
-			return
+			return r
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
 			t.Log.Warn("the cluster did not converge after the faults; running the final phase anyway", "why", last)
-			return
+			return history.Recovery{Waited: int64(time.Since(healed)), Why: last}
 		}
 		time.Sleep(500 * time.Millisecond)
 	}

@@ -68,6 +68,17 @@ type Config struct {
 	// cluster that still exists (the one that downed it): if it formed a
 	// new one while cut off, that island would run its own singletons.
 	JoinOnly bool
+	// Previous is the last view of this node's member that was downed
+	// before this one (with JoinOnly). A JoinOnly first seed bootstraps a
+	// new cluster after all once that cluster is provably gone: every
+	// member it still counted has since been seen as a new incarnation (a
+	// new process at the same address: the old one is dead), and
+	// DownNoticeFor has passed, so a member downed without knowing it has
+	// stopped too. Without that, a cluster whose survivors downed
+	// themselves (a crashed majority) never re-formed: the survivors,
+	// restarted in process, only ever join, and the crashed nodes' new
+	// processes are not the first seed.
+	Previous *Snapshot
 	// MaxGone bounds how many down/removed members are remembered.
 	MaxGone int // default 1000
 	// DownNoticeFor: how long this member keeps telling a member it saw
@@ -163,11 +174,14 @@ type Cluster struct {
 	reachable map[string]bool
 	unreachAt map[string]time.Duration // for auto-down
 	// downSeen: members this node saw downed, for the down notices.
-	downSeen   map[string]time.Duration
-	obsVersion uint64
-	version    uint64
-	changed    chan struct{}
-	dirty      bool
+	downSeen map[string]time.Duration
+	// incarnations: the incarnations seen at each gossip address before
+	// joining (from memberlist's join notices), for Config.Previous.
+	incarnations map[string]map[string]bool
+	obsVersion   uint64
+	version      uint64
+	changed      chan struct{}
+	dirty        bool
 	// resolver stability tracking
 	problemSig    string
 	stableSince   time.Duration
@@ -197,18 +211,19 @@ func New(cfg Config) (*Cluster, error) {
 		return nil, err
 	}
 	c := &Cluster{
-		cfg:       cfg,
-		self:      Member{Name: cfg.Name, Incarnation: inc, HTTPAddr: cfg.HTTPAddr, PeerAddr: cfg.PeerAddr, Roles: slices.Clone(cfg.Roles)},
-		state:     gossip{},
-		lastHeard: map[string]time.Duration{},
-		reachable: map[string]bool{},
-		unreachAt: map[string]time.Duration{},
-		downSeen:  map[string]time.Duration{},
-		changed:   make(chan struct{}),
-		pushing:   map[string]bool{},
-		bound:     make(chan struct{}),
-		downed:    make(chan struct{}),
-		leaveDone: make(chan struct{}),
+		cfg:          cfg,
+		self:         Member{Name: cfg.Name, Incarnation: inc, HTTPAddr: cfg.HTTPAddr, PeerAddr: cfg.PeerAddr, Roles: slices.Clone(cfg.Roles)},
+		state:        gossip{},
+		lastHeard:    map[string]time.Duration{},
+		reachable:    map[string]bool{},
+		unreachAt:    map[string]time.Duration{},
+		downSeen:     map[string]time.Duration{},
+		incarnations: map[string]map[string]bool{},
+		changed:      make(chan struct{}),
+		pushing:      map[string]bool{},
+		bound:        make(chan struct{}),
+		downed:       make(chan struct{}),
+		leaveDone:    make(chan struct{}),
 	}
 	c.log = cfg.Logger.With("member", c.self.UID())
 	return c, nil
@@ -431,7 +446,9 @@ func (c *Cluster) join(ctx context.Context) error {
 			others = append(others, s)
 		}
 	}
-	first := (len(c.cfg.Seeds) == 0 || c.cfg.Seeds[0] == self.GossipAddr) && !c.cfg.JoinOnly
+	firstSeed := len(c.cfg.Seeds) == 0 || c.cfg.Seeds[0] == self.GossipAddr
+	first := firstSeed && !c.cfg.JoinOnly
+	afterGone := firstSeed && c.cfg.JoinOnly && c.cfg.Previous != nil
 	start := c.cfg.Clock.Elapsed()
 	for {
 		if len(others) > 0 {
@@ -449,6 +466,13 @@ func (c *Cluster) join(ctx context.Context) error {
 		if first && c.cfg.Clock.Elapsed()-start >= c.cfg.SeedTimeout {
 			c.log.Info("no seed answered; bootstrapping a new cluster")
 			break
+		}
+		if afterGone && c.cfg.Clock.Elapsed()-start >= c.cfg.DownNoticeFor {
+			if gone, why := c.previousGone(); gone {
+				c.log.Info("the cluster that downed this node is gone; bootstrapping a new cluster", "why", why)
+				c.cfg.Events.Append(protocol.Event{Type: protocol.EventDowningDecision, Detail: "bootstrapping: the previous cluster is gone (" + why + ")"})
+				break
+			}
 		}
 		if err := c.cfg.Clock.Sleep(ctx, 500*time.Millisecond); err != nil {
 			return fmt.Errorf("cluster: join: %w", err)
@@ -478,6 +502,35 @@ func (c *Cluster) inGoodStandingLocked() bool {
 // knowsMembers reports whether this member has learnt of another member
 // that is not down or removed: state that only members of a cluster hand
 // out (an unjoined node shares none, see LocalState and NotifyJoin).
+// previousGone reports whether every member of Config.Previous other than
+// this node's own is down or removed there, or has been seen since as a
+// newer incarnation at its address.
+func (c *Cluster) previousGone() (bool, string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var replaced []string
+	for _, m := range c.cfg.Previous.Members {
+		if m.Name == c.self.Name || m.Status.Final() {
+			continue
+		}
+		newer := false
+		for inc := range c.incarnations[m.GossipAddr] {
+			if inc != m.Incarnation {
+				newer = true
+			}
+		}
+		if !newer {
+			return false, ""
+		}
+		replaced = append(replaced, m.UID())
+	}
+	sort.Strings(replaced)
+	if len(replaced) == 0 {
+		return true, "every other member was downed or removed"
+	}
+	return true, "the others were downed, or restarted as new processes: " + strings.Join(replaced, ",")
+}
+
 func (c *Cluster) knowsMembers() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -1084,6 +1137,12 @@ func (e *eventDelegate) NotifyJoin(n *memberlist.Node) {
 	}
 	c := (*Cluster)(e)
 	c.mu.Lock()
+	if !c.joined && m.GossipAddr != "" {
+		if c.incarnations[m.GossipAddr] == nil {
+			c.incarnations[m.GossipAddr] = map[string]bool{}
+		}
+		c.incarnations[m.GossipAddr][m.Incarnation] = true
+	}
 	// Only a member takes a newcomer in; before joining, this node learns
 	// the members from a member's state.
 	if _, known := c.state[m.UID()]; !known && m.UID() != c.self.UID() && c.inGoodStandingLocked() {

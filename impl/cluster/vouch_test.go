@@ -41,7 +41,7 @@ func TestOnlyMembersVouch(t *testing.T) {
 				self:    Member{Name: "n1", Incarnation: "a", UpNumber: 1},
 				state:   gossip{},
 				changed: make(chan struct{}), downed: make(chan struct{}),
-				lastHeard: map[string]time.Duration{}, reachable: map[string]bool{}, unreachAt: map[string]time.Duration{}, downSeen: map[string]time.Duration{},
+				lastHeard: map[string]time.Duration{}, reachable: map[string]bool{}, unreachAt: map[string]time.Duration{}, downSeen: map[string]time.Duration{}, incarnations: map[string]map[string]bool{},
 				log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 			}
 			c.joined = tc.joined

@@ -755,6 +755,41 @@ func oneWayPartitionOfTheOldest(t *testing.T, bugs []string, wantOverlap bool) {
 	t.Fatalf("with %v, no two singletons ran at once: %+v", bugs, ivs)
 }
 
+// The majority crashes; the survivor, the first seed, is a minority and
+// downs itself (keep-majority), then restarts in process, and only joins:
+// the cluster that downed it may still exist. The crashed nodes come back
+// as new processes, which are not the first seed and wait for a member to
+// join. Seeing a new incarnation of every member it still counted proves
+// the old cluster gone, and the first seed bootstraps a new one. (Found by
+// the crash-majority scenario: without that, nothing ever answered again.)
+func TestSurvivorOfACrashedMajorityReForms(t *testing.T) {
+	tc := newTestCluster(t, 3, func(c *Config) { c.OnDowned = OnDownedRestart })
+	tc.agreedOldest(tc.nodes, 3)
+	n1, n2, n3 := tc.nodes[0], tc.nodes[1], tc.nodes[2]
+	defer func() {
+		if t.Failed() {
+			tc.dumpEvents()
+		}
+	}()
+	tc.crash(n2)
+	tc.crash(n3)
+	eventually(t, 20*time.Second, func() error {
+		if n1.n.Incarnations() < 2 {
+			return errors.New("n1, a minority of one, has not downed itself and restarted")
+		}
+		return nil
+	})
+	tc.start("n2", 1)
+	tc.start("n3", 2)
+	tc.agreedOldest(tc.nodes, 3)
+	for _, tn := range tc.nodes {
+		tc.waitReady(tn)
+	}
+	if !hasEvent(tc, "n1", protocol.EventDowningDecision) {
+		t.Fatal("n1 logged no decision")
+	}
+}
+
 func TestConfigRefusals(t *testing.T) {
 	base := func() Config {
 		return Config{Name: "x", HTTPListen: "127.0.0.1:0", Journal: unreachableJournal{}, Logger: testLogger(t)}

@@ -326,8 +326,9 @@ func (n *Node) Run(ctx context.Context) error {
 	}()
 	defer n.events.Append(protocol.Event{Type: protocol.EventNodeStopped})
 
+	var prev *cluster.Snapshot // the last view of the incarnation downed before
 	for first := true; ; first = false {
-		inc, err := n.newIncarnation()
+		inc, err := n.newIncarnation(prev)
 		if err != nil {
 			return err
 		}
@@ -363,6 +364,8 @@ func (n *Node) Run(ctx context.Context) error {
 			<-ctx.Done()
 			return nil
 		}
+		last := inc.cluster.Snapshot()
+		prev = &last
 		if err := n.cfg.Clock.Sleep(ctx, n.cfg.RestartDelay); err != nil {
 			return nil
 		}
@@ -398,7 +401,9 @@ const (
 	outcomeDowned
 )
 
-func (n *Node) newIncarnation() (*incarnation, error) {
+// newIncarnation makes the node's next member; prev is the last view of
+// the member downed before it (nil for the first).
+func (n *Node) newIncarnation(prev *cluster.Snapshot) (*incarnation, error) {
 	cfg := n.cfg
 	n.mu.Lock()
 	restarted := n.incarnations > 0
@@ -423,6 +428,7 @@ func (n *Node) newIncarnation() (*incarnation, error) {
 		// checker: a first seed cut off by a partition came back as a
 		// one-node cluster with its own singletons).
 		JoinOnly:      restarted,
+		Previous:      prev,
 		DownNoticeFor: 2*cfg.DownRemovalMargin + cfg.FailureTimeout,
 		BlindToOneWay: slices.Contains(cfg.Bugs, BugBlindToOneWay),
 		Clock:         cfg.Clock,
