@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/shardtest/shardtest/history"
 )
@@ -54,8 +55,8 @@ func (SingletonEvents) Applies(caps []string) bool {
 }
 
 // Check implements Checker.
-func (SingletonEvents) Check(ctx context.Context, _ *history.File, dir string) Result {
-	return checkLifetimes(ctx, dir, "singleton-events", []lifeKind{
+func (SingletonEvents) Check(ctx context.Context, h *history.File, dir string) Result {
+	return checkLifetimes(ctx, dir, "singleton-events", freezes(h), []lifeKind{
 		{what: "singleton", start: "singleton-started", stops: []string{"singleton-stopped", "singleton-failed"},
 			key: func(e *history.NodeEvent) string { return e.Singleton },
 			sampled: func(s *history.StatusSample) []sighting {
@@ -88,8 +89,8 @@ type HandOff struct{}
 func (HandOff) Name() string { return "hand-off" }
 
 // Check implements Checker.
-func (HandOff) Check(ctx context.Context, _ *history.File, dir string) Result {
-	return checkLifetimes(ctx, dir, "hand-off", []lifeKind{
+func (HandOff) Check(ctx context.Context, h *history.File, dir string) Result {
+	return checkLifetimes(ctx, dir, "hand-off", freezes(h), []lifeKind{
 		{what: "shard", start: "shard-started", stops: []string{"shard-stopped"},
 			key: func(e *history.NodeEvent) string {
 				if e.Shard == "" {
@@ -195,7 +196,57 @@ func (l life) String() string {
 
 func nsToSecs(ns int64) float64 { return float64(ns) / 1e9 }
 
-func checkLifetimes(ctx context.Context, dir, name string, kinds []lifeKind, extra func([]history.NodeEvent) string) Result {
+// ThawGrace is how soon after its node thaws from a freeze (a pause fault)
+// an instance must be gone for its life to count as ended when the freeze
+// began: a frozen process cannot act, and one that wakes up with its old
+// view still lists its instances until it has read what waited in its
+// sockets (its downing). What it serves in that moment the operation
+// checkers judge (single-instance, linearizable, unique-ids).
+const ThawGrace = 2 * time.Second
+
+// freezes returns, per node, the windows [inject, heal] of the pause faults
+// that froze it.
+func freezes(h *history.File) map[string][][2]int64 {
+	out := map[string][][2]int64{}
+	if h == nil {
+		return out
+	}
+	open := map[string]int64{}
+	for i := range h.Ops {
+		e, ok := history.ReadNemesis(h.Ops, i)
+		if !ok || e.Failed || !strings.HasPrefix(e.Fault, "pause:") {
+			continue
+		}
+		for _, n := range e.Nodes {
+			switch e.Action {
+			case "inject":
+				open[n] = e.At
+			case "heal":
+				if from, ok := open[n]; ok {
+					out[n] = append(out[n], [2]int64{from, e.At})
+					delete(open, n)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// excuseFrozen ends at the freeze a life whose node froze while it lived
+// and that is gone within ThawGrace of the thaw.
+func excuseFrozen(lives []life, frozen map[string][][2]int64) {
+	for i := range lives {
+		l := &lives[i]
+		node, _, _ := strings.Cut(l.member, "@")
+		for _, w := range frozen[node] {
+			if l.start.Hi < w[0] && l.to > w[0] && l.to <= w[1]+int64(ThawGrace) {
+				l.to = w[0]
+			}
+		}
+	}
+}
+
+func checkLifetimes(ctx context.Context, dir, name string, frozen map[string][][2]int64, kinds []lifeKind, extra func([]history.NodeEvent) string) Result {
 	res := Result{Checker: name}
 	var events []history.NodeEvent
 	evs, err := history.ReadEventsFile(filepath.Join(dir, "events.jsonl"))
@@ -289,6 +340,7 @@ func checkLifetimes(ctx context.Context, dir, name string, kinds []lifeKind, ext
 			}
 		}
 		lives = k.addSamples(lives, samples)
+		excuseFrozen(lives, frozen)
 		counted[k.what] = len(lives)
 		total += len(lives)
 		// Per key, the lives on different members that overlap.

@@ -308,3 +308,31 @@ func TestStatusSamplesProveAQuietMembersDuplicate(t *testing.T) {
 		})
 	}
 }
+
+// TestExcuseFrozen: an instance on a node frozen by a pause fault, gone
+// within ThawGrace of the thaw, counts as ended when the freeze began (it
+// could not act); one that lives on longer after the thaw does not.
+func TestExcuseFrozen(t *testing.T) {
+	frozen := map[string][][2]int64{"n1": {{10 * sec, 20 * sec}}}
+	mk := func(member string, start, to int64) life {
+		return life{member: member, start: &history.NodeEvent{Lo: start, Hi: start}, from: start, to: to}
+	}
+	tests := []struct {
+		name string
+		l    life
+		want int64
+	}{
+		{"gone just after the thaw", mk("n1@a", 1*sec, 21*sec), 10 * sec},
+		{"gone long after the thaw", mk("n1@a", 1*sec, 25*sec), 25 * sec},
+		{"gone before the freeze", mk("n1@a", 1*sec, 5*sec), 5 * sec},
+		{"started during the freeze (after the thaw's view)", mk("n1@a", 15*sec, 21*sec), 21 * sec},
+		{"another node", mk("n2@b", 1*sec, 21*sec), 21 * sec},
+	}
+	for _, tt := range tests {
+		lives := []life{tt.l}
+		excuseFrozen(lives, frozen)
+		if lives[0].to != tt.want {
+			t.Errorf("%s: to = %d, want %d", tt.name, lives[0].to, tt.want)
+		}
+	}
+}

@@ -175,6 +175,11 @@ type Cluster struct {
 	unreachAt map[string]time.Duration // for auto-down
 	// downSeen: members this node saw downed, for the down notices.
 	downSeen map[string]time.Duration
+	// lastTick is the Elapsed reading of the last tick; thawedAt that of
+	// the tick that found the one before it more than FailureTimeout ago
+	// (the process was frozen — a GC pause, SIGSTOP — or starved), for Fresh.
+	lastTick, thawedAt time.Duration
+	ticked, thawed     bool
 	// incarnations: the incarnations seen at each gossip address before
 	// joining (from memberlist's join notices), for Config.Previous.
 	incarnations map[string]map[string]bool
@@ -235,6 +240,28 @@ func newIncarnation() (string, error) {
 		return "", fmt.Errorf("cluster: incarnation: %w", err)
 	}
 	return hex.EncodeToString(b), nil
+}
+
+// Fresh reports whether this member may act on what it believes: its
+// failure detector has run within FailureTimeout, and not just after a
+// freeze. A member frozen past its downing (a GC pause, SIGSTOP) wakes up
+// with requests waiting in its sockets and its old view; it must not serve
+// them before it has heard what happened meanwhile — the down notices and
+// pushes that are waiting too arrive within a heartbeat, so it waits a
+// failure timeout after the thaw. (Found by the pause-coordinator scenario:
+// on thawing, the frozen node answered a read waiting in its socket from
+// an entity whose shard had moved, with state 26 writes old.)
+func (c *Cluster) Fresh() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.ticked {
+		return true
+	}
+	now := c.cfg.Clock.Elapsed()
+	if now-c.lastTick > c.cfg.FailureTimeout {
+		return false
+	}
+	return !c.thawed || now-c.thawedAt >= c.cfg.FailureTimeout
 }
 
 // Self returns this member (its up-number is 0 until allocated).
@@ -587,6 +614,11 @@ func (c *Cluster) rejoinLoop(ctx context.Context) {
 // returns the clock's Elapsed reading it judged at.
 func (c *Cluster) judgeLocked() time.Duration {
 	now := c.cfg.Clock.Elapsed()
+	if c.ticked && now-c.lastTick > c.cfg.FailureTimeout {
+		c.thawedAt, c.thawed = now, true
+		c.log.Warn("this member was frozen or starved; not fresh for a failure timeout", "silent", now-c.lastTick)
+	}
+	c.lastTick, c.ticked = now, true
 	selfUID := c.self.UID()
 	var unreach []string
 	for uid, r := range c.state {

@@ -85,6 +85,7 @@ func (inc *incarnation) setupSharding() error {
 		}
 		deps := sharding.Deps{
 			Membership: inc.cluster,
+			Fresh:      inc.cluster.Fresh,
 			Peers:      inc.peers,
 			Clock:      n.cfg.Clock,
 			Events:     n.events,

@@ -153,6 +153,10 @@ type Deps struct {
 	Journal    journal.Journal
 	// Factory creates entities; nil makes the region proxy-only.
 	Factory EntityFactory
+	// Fresh, if set, reports whether this member may serve (cluster's
+	// Fresh: not just thawed from a freeze); while it is not, requests
+	// wait, and fail as unavailable if it does not become fresh in time.
+	Fresh func() bool
 	// ExtractShardID defaults to HashShards(NumberOfShards).
 	ExtractShardID ExtractShardID
 }

@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -125,17 +126,19 @@ func (e *testEntity) Stop(ctx context.Context) error {
 // ---- test cluster ----
 
 type snode struct {
-	name    string
-	member  cluster.Member
-	mem     *fakeMembership
-	ev      *kit.EventLog
-	mux     *http.ServeMux
-	srv     *httptest.Server
-	filter  *peer.Filter
-	peers   *peer.Client
-	mgr     *singleton.Manager
-	proxy   *singleton.Proxy
-	region  *Region
+	name   string
+	member cluster.Member
+	mem    *fakeMembership
+	ev     *kit.EventLog
+	mux    *http.ServeMux
+	srv    *httptest.Server
+	filter *peer.Filter
+	peers  *peer.Client
+	mgr    *singleton.Manager
+	proxy  *singleton.Proxy
+	region *Region
+	// stale makes Deps.Fresh report false (a member just thawed).
+	stale   atomic.Bool
 	cancel  context.CancelFunc
 	runDone chan struct{}
 }
@@ -220,7 +223,8 @@ func (c *scluster) addNode(name string, upNumber int64) *snode {
 	// The region reads Self at construction.
 	nd.mem.Set(cluster.Snapshot{Self: cluster.MemberState{Member: nd.member, Status: cluster.StatusJoining, Reachable: true}})
 	logger := testLogger(t, name)
-	d := Deps{Membership: nd.mem, Peers: nd.peers, Clock: c.clock, Events: nd.ev, Logger: logger, Journal: c.journal}
+	d := Deps{Membership: nd.mem, Peers: nd.peers, Clock: c.clock, Events: nd.ev, Logger: logger, Journal: c.journal,
+		Fresh: func() bool { return !nd.stale.Load() }}
 	mgr, err := singleton.NewManager(singletonConfig(c.settings), singleton.Deps{
 		Membership: nd.mem, Peers: nd.peers, Clock: c.clock, Events: nd.ev, Logger: logger,
 		Factory: CoordinatorFactory(c.settings, d, nil),

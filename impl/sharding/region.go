@@ -273,6 +273,9 @@ func (r *Region) Submit(ctx context.Context, msg Message) func() (Reply, error) 
 	if msg.EntityID == "" {
 		return failed(fmt.Errorf("%w: empty entity id", ErrBadMessage))
 	}
+	if err := r.awaitFresh(ctx); err != nil {
+		return failed(err)
+	}
 	shardID := r.extract(msg.EntityID)
 	if shardID == "" {
 		return failed(fmt.Errorf("%w: entity %q maps to an empty shard id", ErrBadMessage, msg.EntityID))
@@ -691,6 +694,9 @@ func (r *Region) handOff(shardID string) {
 // localDeliver serves a forwarded message (the deliver endpoint): only to a
 // shard hosted and accepting here; never routed further.
 func (r *Region) localDeliver(ctx context.Context, msg Message) (Reply, error) {
+	if err := r.awaitFresh(ctx); err != nil {
+		return Reply{}, err
+	}
 	shardID := r.extract(msg.EntityID)
 	env := newEnvelope(ctx, msg, shardID)
 	r.mu.Lock()
@@ -709,6 +715,33 @@ func (r *Region) localDeliver(ctx context.Context, msg Message) (Reply, error) {
 		return Reply{}, err
 	}
 	return env.wait()
+}
+
+// awaitFresh waits, while the member is not fresh (Deps.Fresh: it was just
+// frozen), until it is, ctx ends or the region stops; the message has not
+// been delivered anywhere yet, so giving up is a definite failure.
+func (r *Region) awaitFresh(ctx context.Context) error {
+	if r.d.Fresh == nil || r.d.Fresh() {
+		return nil
+	}
+	t := time.NewTicker(20 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w: this member is not fresh (it was frozen or starved) and did not become so in time", ErrEntityUnavailable)
+		case <-t.C:
+		}
+		r.mu.Lock()
+		stopped := r.stopped
+		r.mu.Unlock()
+		if stopped {
+			return fmt.Errorf("%w: %s", ErrRegionStopped, r.s.TypeName)
+		}
+		if r.d.Fresh() {
+			return nil
+		}
+	}
 }
 
 // idleLoop passivates entities idle for PassivateIdleAfter.

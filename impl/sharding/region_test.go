@@ -789,3 +789,28 @@ func TestRegionRefusesRequestsForAnEarlierIncarnation(t *testing.T) {
 		t.Fatalf("host-shard for %s itself: %v", n1.uid(), err)
 	}
 }
+
+// TestNotFreshWaits: a member that is not fresh (just thawed from a
+// freeze) serves nothing until it is: a request waits, and fails as a
+// definite "unavailable" if it does not become fresh in time.
+func TestNotFreshWaits(t *testing.T) {
+	c := newShardCluster(t, 1, testSettings())
+	c.setAll(allUp("n1"))
+	c.start("n1")
+	c.awaitRegistered("n1")
+	if _, err := c.deliver("n1", "e1", "t", 1); err != nil {
+		t.Fatal(err)
+	}
+	n1 := c.node("n1")
+	n1.stale.Store(true)
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	_, err := n1.region.Deliver(ctx, Message{EntityID: "e1", Op: "count", Sender: "t", Payload: mustJSON(t, payload{Seq: 2})})
+	cancel()
+	if !errors.Is(err, ErrEntityUnavailable) || !IsDefinite(err) {
+		t.Fatalf("while stale: %v, want a definite ErrEntityUnavailable", err)
+	}
+	time.AfterFunc(200*time.Millisecond, func() { n1.stale.Store(false) })
+	if _, err := c.deliver("n1", "e1", "t", 3); err != nil {
+		t.Fatalf("once fresh again: %v", err)
+	}
+}
