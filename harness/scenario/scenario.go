@@ -238,8 +238,12 @@ func Catalog() []Scenario {
 				"(singleton-events, single-instance), and the requests it took before the freeze get no id the new " +
 				"singleton also handed out (unique-ids; the operation timeout outlasts the pause, so they are answered)",
 			Nodes: 3, Workload: "idgen", Entities: 1, Limit: 40 * sec, OpTimeout: 30 * sec,
+			// It named singleton-no-fencing until the down notices: the
+			// thawed node now reads its downing before it serves what
+			// waited, so no second singleton hands out ids and the bug
+			// does no damage here (the detection matrix still shows it,
+			// with auto-down).
 			Schedule: []nemesis.Step{at(5*sec, "pause:oldest"), heal(25*sec, "pause:oldest")},
-			Bug:      "singleton-no-fencing", BugArgs: []string{"--bugs=singleton-no-fencing"}, Checker: "unique-ids",
 		},
 		{
 			Name:   "clock-storm",
