@@ -28,6 +28,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/memberlist"
@@ -178,8 +179,9 @@ type Cluster struct {
 	// lastTick is the Elapsed reading of the last tick; thawedAt that of
 	// the tick that found the one before it more than FailureTimeout ago
 	// (the process was frozen — a GC pause, SIGSTOP — or starved), for Fresh.
-	lastTick, thawedAt time.Duration
-	ticked, thawed     bool
+	// Atomics: Fresh runs on every entity request and takes no lock.
+	lastTick, thawedAt atomic.Int64 // Elapsed readings
+	ticked, thawed     atomic.Bool
 	// incarnations: the incarnations seen at each gossip address before
 	// joining (from memberlist's join notices), for Config.Previous.
 	incarnations map[string]map[string]bool
@@ -252,16 +254,14 @@ func newIncarnation() (string, error) {
 // on thawing, the frozen node answered a read waiting in its socket from
 // an entity whose shard had moved, with state 26 writes old.)
 func (c *Cluster) Fresh() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if !c.ticked {
+	if !c.ticked.Load() {
 		return true
 	}
 	now := c.cfg.Clock.Elapsed()
-	if now-c.lastTick > c.cfg.FailureTimeout {
+	if now-time.Duration(c.lastTick.Load()) > c.cfg.FailureTimeout {
 		return false
 	}
-	return !c.thawed || now-c.thawedAt >= c.cfg.FailureTimeout
+	return !c.thawed.Load() || now-time.Duration(c.thawedAt.Load()) >= c.cfg.FailureTimeout
 }
 
 // Self returns this member (its up-number is 0 until allocated).
@@ -614,11 +614,13 @@ func (c *Cluster) rejoinLoop(ctx context.Context) {
 // returns the clock's Elapsed reading it judged at.
 func (c *Cluster) judgeLocked() time.Duration {
 	now := c.cfg.Clock.Elapsed()
-	if c.ticked && now-c.lastTick > c.cfg.FailureTimeout {
-		c.thawedAt, c.thawed = now, true
-		c.log.Warn("this member was frozen or starved; not fresh for a failure timeout", "silent", now-c.lastTick)
+	if last := time.Duration(c.lastTick.Load()); c.ticked.Load() && now-last > c.cfg.FailureTimeout {
+		c.thawedAt.Store(int64(now))
+		c.thawed.Store(true)
+		c.log.Warn("this member was frozen or starved; not fresh for a failure timeout", "silent", now-last)
 	}
-	c.lastTick, c.ticked = now, true
+	c.lastTick.Store(int64(now))
+	c.ticked.Store(true)
 	selfUID := c.self.UID()
 	var unreach []string
 	for uid, r := range c.state {
