@@ -178,3 +178,18 @@ func TestPartitionShapesRunOnFiveNodesBothWays(t *testing.T) {
 		}
 	}
 }
+
+// TestEveryBugHasAScenario: each of the reference node's deliberate bugs is
+// named by a scenario of the catalogue, so --with-bugs shows that the
+// catalogue catches every one (the detection matrix aside).
+func TestEveryBugHasAScenario(t *testing.T) {
+	named := map[string]bool{}
+	for _, s := range Catalog() {
+		named[s.Bug] = true
+	}
+	for _, bug := range node.KnownBugs() {
+		if !named[bug] {
+			t.Errorf("%s: no scenario names it", bug)
+		}
+	}
+}
