@@ -41,41 +41,78 @@ func ReadFile(path string) (*File, error) {
 // cut-off last line (no newline) is tolerated and reported.
 func Read(r io.Reader) (*File, error) {
 	h := &File{}
-	truncated, err := readLines(r, "history", func(line []byte) error {
-		if err := json.Unmarshal(line, &h.Header); err != nil || h.Header.Format != Format {
-			return fmt.Errorf("line 1 is not a %s header", Format)
-		}
-		if h.Header.Version != Version {
-			return fmt.Errorf("format version %d, this build reads %d", h.Header.Version, Version)
-		}
-		return nil
-	}, func(line []byte) error {
-		var op Op
-		if err := json.Unmarshal(line, &op); err != nil {
-			return err
-		}
-		if op.Index != int64(len(h.Ops)) {
-			return fmt.Errorf("index %d, want %d", op.Index, len(h.Ops))
-		}
-		h.Ops = append(h.Ops, op)
+	hdr, truncated, err := Scan(r, func(op *Op) error {
+		h.Ops = append(h.Ops, *op)
 		return nil
 	})
-	h.Truncated = truncated
+	h.Header, h.Truncated = hdr, truncated
 	if err != nil {
 		return nil, err
 	}
 	return h, nil
 }
 
+// Scan reads a history in one pass without holding it: it checks the
+// header, then calls fn with each entry in order. The *Op is reused from
+// one call to the next; its fields (strings, Value, Reply) may be kept. An
+// error from fn stops the scan and is returned. Like Read, it tolerates a
+// cut-off last line (truncated).
+func Scan(r io.Reader, fn func(op *Op) error) (hdr Header, truncated bool, err error) {
+	d := newDecoder()
+	var op Op
+	next := int64(0)
+	var stop error
+	truncated, err = readLines(r, "history", func(line []byte) error {
+		if err := json.Unmarshal(line, &hdr); err != nil || hdr.Format != Format {
+			return fmt.Errorf("line 1 is not a %s header", Format)
+		}
+		if hdr.Version != Version {
+			return fmt.Errorf("format version %d, this build reads %d", hdr.Version, Version)
+		}
+		return nil
+	}, func(line []byte) error {
+		if err := d.op(line, &op); err != nil {
+			return err
+		}
+		if op.Index != next {
+			return fmt.Errorf("index %d, want %d", op.Index, next)
+		}
+		next++
+		if err := fn(&op); err != nil {
+			stop = err
+			return errStop
+		}
+		return nil
+	})
+	if stop != nil {
+		return hdr, false, stop
+	}
+	return hdr, truncated, err
+}
+
+// errStop ends readLines when the caller's function failed.
+var errStop = errors.New("stop")
+
 // readLines reads a JSON-lines file: a header line, then entries. An
 // entry that does not decode is an error, unless it is a cut-off last line
 // (no newline: the writer stopped mid-line), which is left out and
-// reported as truncated.
+// reported as truncated. A callback must copy what it keeps of a line.
 func readLines(r io.Reader, what string, header, entry func(line []byte) error) (truncated bool, err error) {
 	br := bufio.NewReaderSize(r, 1<<20)
 	first := true
+	var long []byte // a line longer than the buffer, put together
 	for lineNo := 1; ; lineNo++ {
-		line, err := br.ReadBytes('\n')
+		// The line is only valid until the next read: no callback keeps it
+		// (they copy what they keep), which saves a copy of every line.
+		line, err := br.ReadSlice('\n')
+		if errors.Is(err, bufio.ErrBufferFull) {
+			long = append(long[:0], line...)
+			for errors.Is(err, bufio.ErrBufferFull) {
+				line, err = br.ReadSlice('\n')
+				long = append(long, line...)
+			}
+			line = long
+		}
 		if len(line) == 0 && errors.Is(err, io.EOF) {
 			break
 		}
