@@ -53,10 +53,20 @@ const HTMLDir = "linearizability"
 // everything.
 const never = math.MaxInt64
 
-// regOp is one register op ready for porcupine.
+// regOp is one register op, compact: what porcupine needs (its Operation
+// is built only while the entity is checked) and where it is in the
+// history.
 type regOp struct {
-	op        porcupine.Operation
-	inv, comp int // indexes into File.Ops; comp -1 if none
+	in        regInput
+	out       regOutput
+	call, ret int64
+	client    int
+	inv, comp opRef // entry indexes; comp -1 if none
+}
+
+// porcupine is the op as porcupine takes it, k its position in its entity.
+func (o *regOp) porcupine(k int) porcupine.Operation {
+	return porcupine.Operation{ClientId: o.client, Input: o.in, Call: o.call, Output: o.out, Return: o.ret, Metadata: opMeta{k}}
 }
 
 // opMeta is porcupine metadata: the op's position in its entity.
@@ -81,6 +91,87 @@ type linCounts struct {
 
 // Check implements Checker.
 func (l Linearizable) Check(ctx context.Context, h *history.File, outDir string) Result {
+	return checkInMemory(ctx, l, h, outDir)
+}
+
+// Stream implements Streamer: per register entity its ops, compactly;
+// ops on other entity types are only counted.
+func (l Linearizable) Stream(outDir string) Stream {
+	s := &linStream{l: l, outDir: outDir, skipped: map[string]int{}, entities: map[string]*entityOps{}}
+	s.pairs = newPairStream(func(op *history.Op) bool {
+		if strings.HasPrefix(op.Entity, "register/") {
+			return true
+		}
+		t, _, _ := strings.Cut(op.Entity, "/")
+		if t == "" {
+			t = "(no entity)"
+		}
+		s.skipped[t]++
+		return false
+	}, s.pair)
+	return s
+}
+
+type linStream struct {
+	l        Linearizable
+	outDir   string
+	pairs    *pairStream
+	skipped  map[string]int // entity type -> invocations
+	entities map[string]*entityOps
+	c        linCounts
+}
+
+func (s *linStream) Observe(op *history.Op) { s.pairs.observe(op) }
+
+// pair files one completed (or never completed) invocation under its
+// entity.
+func (s *linStream) pair(inv, comp *history.Op) {
+	e := s.entities[inv.Entity]
+	if e == nil {
+		e = &entityOps{}
+		s.entities[inv.Entity] = e
+	}
+	if comp != nil && comp.Kind == history.Fail {
+		s.c.failed++
+		return
+	}
+	in, err := parseRegInput(inv.F, inv.Value)
+	if err != nil {
+		s.c.unreadable++
+		if e.badInput == "" {
+			e.badInput = fmt.Sprintf("op #%d: %v", inv.Index, err)
+		}
+		return
+	}
+	o := regOp{in: in, client: max(inv.Process, 0), call: inv.Time, inv: inv.Index, comp: -1}
+	if comp == nil || comp.Kind == history.Info {
+		if in.Op == opRead {
+			s.c.unknownReads++
+			return
+		}
+		s.c.unknown++
+		o.out, o.ret = regOutput{Unknown: true}, never
+	} else {
+		s.c.ok++
+		out, err := parseRegOutput(in, comp.Value)
+		if err != nil {
+			out = regOutput{Unknown: true}
+			if e.badOutput == "" {
+				e.badOutput = fmt.Sprintf("op #%d: %v", comp.Index, err)
+			}
+		}
+		o.out, o.ret = out, max(comp.Time, inv.Time)
+	}
+	if comp != nil {
+		o.comp = comp.Index
+	}
+	e.ops = append(e.ops, o)
+}
+
+func (s *linStream) Result(ctx context.Context, pass *Pass) Result {
+	l, outDir, entities, skipped := s.l, s.outDir, s.entities, s.skipped
+	s.pairs.finish()
+	c := &s.c
 	timeout := l.Timeout
 	if timeout <= 0 {
 		timeout = 10 * time.Second
@@ -94,22 +185,8 @@ func (l Linearizable) Check(ctx context.Context, h *history.File, outDir string)
 		maxConc = 8
 	}
 	res := Result{Checker: l.Name(), Verdict: Unknown}
-	ops := h.Ops
-	res.Evidence = append(res.Evidence, truncatedNote(h)...)
-
-	skipped := map[string]int{} // entity type -> invocations
-	pg := pairOps(ops, func(op *history.Op) bool {
-		if strings.HasPrefix(op.Entity, "register/") {
-			return true
-		}
-		t, _, _ := strings.Cut(op.Entity, "/")
-		if t == "" {
-			t = "(no entity)"
-		}
-		skipped[t]++
-		return false
-	})
-	res.Evidence = append(res.Evidence, pg.evidence(ops)...)
+	res.Evidence = append(res.Evidence, pass.truncatedNote()...)
+	res.Evidence = append(res.Evidence, s.pairs.evidence()...)
 	skippedNote := ""
 	if len(skipped) > 0 {
 		var parts []string
@@ -118,53 +195,10 @@ func (l Linearizable) Check(ctx context.Context, h *history.File, outDir string)
 		}
 		skippedNote = "; skipped ops not on registers (" + strings.Join(parts, ", ") + ")"
 	}
-
-	// Partition by entity.
-	entities := map[string]*entityOps{}
-	var c linCounts
-	for _, p := range pg.pairs {
-		inv := &ops[p.inv]
-		e := entities[inv.Entity]
-		if e == nil {
-			e = &entityOps{}
-			entities[inv.Entity] = e
-		}
-		var comp *history.Op
-		if p.comp >= 0 {
-			comp = &ops[p.comp]
-		}
-		if comp != nil && comp.Kind == history.Fail {
-			c.failed++
-			continue
-		}
-		in, err := parseRegInput(inv.F, inv.Value)
-		if err != nil {
-			c.unreadable++
-			if e.badInput == "" {
-				e.badInput = fmt.Sprintf("op #%d: %v", inv.Index, err)
-			}
-			continue
-		}
-		o := porcupine.Operation{ClientId: max(inv.Process, 0), Input: in, Call: inv.Time, Metadata: opMeta{len(e.ops)}}
-		if comp == nil || comp.Kind == history.Info {
-			if in.Op == opRead {
-				c.unknownReads++
-				continue
-			}
-			c.unknown++
-			o.Output, o.Return = regOutput{Unknown: true}, never
-		} else {
-			c.ok++
-			out, err := parseRegOutput(in, comp.Value)
-			if err != nil {
-				out = regOutput{Unknown: true}
-				if e.badOutput == "" {
-					e.badOutput = fmt.Sprintf("op #%d: %v", comp.Index, err)
-				}
-			}
-			o.Output, o.Return = out, max(comp.Time, inv.Time)
-		}
-		e.ops = append(e.ops, regOp{op: o, inv: p.inv, comp: p.comp})
+	for _, e := range entities {
+		// Pairs arrive in completion order; the evidence lists ops in
+		// invocation order.
+		slices.SortFunc(e.ops, func(a, b regOp) int { return cmp.Compare(a.inv, b.inv) })
 	}
 	names := slices.Sorted(maps.Keys(entities))
 	if len(names) == 0 {
@@ -225,15 +259,9 @@ func (l Linearizable) Check(ctx context.Context, h *history.File, outDir string)
 		}
 		pops := make([]porcupine.Operation, len(e.ops))
 		for i := range e.ops {
-			pops[i] = e.ops[i].op
+			pops[i] = e.ops[i].porcupine(i)
 		}
 		m := registerModel
-		m.DescribeOperationMetadata = func(md interface{}) string {
-			if x, ok := md.(opMeta); ok && x.k < len(e.ops) {
-				return describeRegMeta(ops, e.ops[x.k])
-			}
-			return ""
-		}
 		t := timeout
 		if d, ok := ctx.Deadline(); ok {
 			t = min(t, time.Until(d))
@@ -258,6 +286,21 @@ func (l Linearizable) Check(ctx context.Context, h *history.File, outDir string)
 			invalid = append(invalid, name)
 			if len(invalid) > maxEvidence {
 				continue
+			}
+			refs := make([]opRef, 0, 2*len(e.ops))
+			for _, o := range e.ops {
+				refs = append(refs, o.inv, o.comp)
+			}
+			ops, err := lookup(ctx, pass, refs...)
+			if err != nil {
+				res.Evidence = append(res.Evidence, fmt.Sprintf("%s: not linearizable (%d ops); no explanation: %v", name, len(e.ops), err))
+				continue
+			}
+			m.DescribeOperationMetadata = func(md interface{}) string {
+				if x, ok := md.(opMeta); ok && x.k < len(e.ops) {
+					return describeRegMeta(ops, e.ops[x.k])
+				}
+				return ""
 			}
 			var info porcupine.LinearizationInfo
 			r2, err := runPorcupine(ctx, func() porcupine.CheckResult {
@@ -345,7 +388,7 @@ func (l Linearizable) Check(ctx context.Context, h *history.File, outDir string)
 func (e *entityOps) dropUnobserved() int {
 	seen := map[regValue]bool{}
 	for _, o := range e.ops {
-		in, out := o.op.Input.(regInput), o.op.Output.(regOutput)
+		in, out := o.in, o.out
 		if in.Op == opCAS {
 			seen[in.Expect] = true
 			if !out.Unknown && !out.OK && !out.HasValue {
@@ -358,11 +401,9 @@ func (e *entityOps) dropUnobserved() int {
 	}
 	kept := e.ops[:0]
 	for _, o := range e.ops {
-		in := o.op.Input.(regInput)
-		if o.op.Return == never && in.Op != opRead && !seen[in.Value] {
+		if o.ret == never && o.in.Op != opRead && !seen[o.in.Value] {
 			continue
 		}
-		o.op.Metadata = opMeta{len(kept)}
 		kept = append(kept, o)
 	}
 	n := len(e.ops) - len(kept)
@@ -398,10 +439,10 @@ func concurrency(ops []regOp) (most int, at int64, unknown int) {
 	}
 	ev := make([]event, 0, 2*len(ops))
 	for _, o := range ops {
-		open := o.op.Return == never
-		ev = append(ev, event{o.op.Call, 1, open})
+		open := o.ret == never
+		ev = append(ev, event{o.call, 1, open})
 		if !open {
-			ev = append(ev, event{o.op.Return, -1, false})
+			ev = append(ev, event{o.ret, -1, false})
 		}
 	}
 	slices.SortFunc(ev, func(a, b event) int {
@@ -421,7 +462,7 @@ func concurrency(ops []regOp) (most int, at int64, unknown int) {
 }
 
 // explainIllegal turns porcupine's partial linearizations into evidence.
-func explainIllegal(m porcupine.Model, name string, info porcupine.LinearizationInfo, eops []regOp, ops []history.Op) []string {
+func explainIllegal(m porcupine.Model, name string, info porcupine.LinearizationInfo, eops []regOp, ops map[int64]history.Op) []string {
 	ev := []string{fmt.Sprintf("%s: not linearizable (%d ops)", name, len(eops))}
 	parts := info.PartialLinearizationsOperations()
 	var longest []porcupine.Operation
@@ -450,15 +491,14 @@ func explainIllegal(m porcupine.Model, name string, info porcupine.Linearization
 	ev = append(ev, line)
 	var rest []int
 	for k := range eops {
-		if !placed[k] && eops[k].op.Return != never {
+		if !placed[k] && eops[k].ret != never {
 			rest = append(rest, k)
 		}
 	}
-	slices.SortFunc(rest, func(a, b int) int { return cmp.Compare(eops[a].op.Return, eops[b].op.Return) })
+	slices.SortFunc(rest, func(a, b int) int { return cmp.Compare(eops[a].ret, eops[b].ret) })
 	var next []string
 	for _, k := range rest[:min(len(rest), 3)] {
-		o := eops[k].op
-		next = append(next, describeRegOp(o.Input.(regInput), o.Output.(regOutput))+" "+describeRegMeta(ops, eops[k]))
+		next = append(next, describeRegOp(eops[k].in, eops[k].out)+" "+describeRegMeta(ops, eops[k]))
 	}
 	if len(next) > 0 {
 		ev = append(ev, fmt.Sprintf("%s: no remaining op fits next; the first to complete: %s", name, strings.Join(next, "; ")))
@@ -467,12 +507,22 @@ func explainIllegal(m porcupine.Model, name string, info porcupine.Linearization
 }
 
 // describeRegMeta names an op's history entries, process, node and times.
-func describeRegMeta(ops []history.Op, o regOp) string {
-	inv := &ops[o.inv]
+func describeRegMeta(ops map[int64]history.Op, o regOp) string {
+	inv := ops[o.inv]
+	inv.Index = o.inv
 	if o.comp < 0 {
+		return describeEntries(&inv, nil)
+	}
+	c := ops[o.comp]
+	c.Index = o.comp
+	return describeEntries(&inv, &c)
+}
+
+// describeEntries names an invocation and its completion (nil: none).
+func describeEntries(inv, c *history.Op) string {
+	if c == nil {
 		return fmt.Sprintf("[#%d, process %d, node %s, invoked t=%d, never completed]", inv.Index, inv.Process, inv.Node, inv.Time)
 	}
-	c := &ops[o.comp]
 	return fmt.Sprintf("[#%d/#%d, process %d, node %s, t=%d..%d %s]", inv.Index, c.Index, inv.Process, inv.Node, inv.Time, c.Time, c.Kind)
 }
 

@@ -300,9 +300,7 @@ func TestLinearizableCancelled(t *testing.T) {
 
 func TestConcurrency(t *testing.T) {
 	op := func(call, ret int64) regOp {
-		var o regOp
-		o.op.Call, o.op.Return = call, ret
-		return o
+		return regOp{call: call, ret: ret}
 	}
 	for _, c := range []struct {
 		ops       []regOp

@@ -277,7 +277,11 @@ func instWord(key string) string {
 
 // describeServed names an op as the linearizable checker does.
 func describeServed(ops []history.Op, s servedOp) string {
-	return ops[s.inv].F + " " + describeRegMeta(ops, regOp{inv: s.inv, comp: s.comp})
+	var comp *history.Op
+	if s.comp >= 0 {
+		comp = &ops[s.comp]
+	}
+	return ops[s.inv].F + " " + describeEntries(&ops[s.inv], comp)
 }
 
 // hostOf names the member that hosted the instance serving s: the entity's

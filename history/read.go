@@ -34,22 +34,35 @@ func ReadFile(path string) (*File, error) {
 		return nil, fmt.Errorf("history: %w", err)
 	}
 	defer f.Close()
-	return Read(f)
+	h := &File{}
+	if st, err := f.Stat(); err == nil && st.Size() > 0 {
+		// About 150 bytes a line: growing the slice instead copies every
+		// op several times over.
+		h.Ops = make([]Op, 0, st.Size()/150+16)
+	}
+	if err := h.read(f); err != nil {
+		return nil, err
+	}
+	return h, nil
 }
 
 // Read reads a history. Every line must be a valid entry, except that a
 // cut-off last line (no newline) is tolerated and reported.
 func Read(r io.Reader) (*File, error) {
 	h := &File{}
+	if err := h.read(r); err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+func (h *File) read(r io.Reader) error {
 	hdr, truncated, err := Scan(r, func(op *Op) error {
 		h.Ops = append(h.Ops, *op)
 		return nil
 	})
 	h.Header, h.Truncated = hdr, truncated
-	if err != nil {
-		return nil, err
-	}
-	return h, nil
+	return err
 }
 
 // Scan reads a history in one pass without holding it: it checks the

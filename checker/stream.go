@@ -1,0 +1,185 @@
+package checker
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/shardtest/shardtest/history"
+)
+
+// A Stream judges a history fed to it in one pass, entry by entry in
+// order: the way a long history is checked without being held. It keeps
+// only what its property needs (per entity, compactly); the entries it
+// describes in evidence it reads again through the Pass.
+type Stream interface {
+	// Observe takes the next entry. It may keep the op's fields (strings,
+	// Value, Reply), never the pointer, which the next entry reuses.
+	Observe(op *history.Op)
+	// Result ends the pass and judges.
+	Result(ctx context.Context, p *Pass) Result
+}
+
+// Streamer is a checker that can judge in one pass (Check then runs the
+// same Stream over a history in memory).
+type Streamer interface {
+	Checker
+	Stream(outDir string) Stream
+}
+
+// Pass is what a stream's result may ask of the whole history.
+type Pass struct {
+	// Truncated: the history's last line was cut off.
+	Truncated bool
+	// Ops reads entries again by index, for evidence: a failing check
+	// describes a few entries it did not keep. Indexes not in the history
+	// are left out of the map.
+	Ops func(ctx context.Context, indexes []int64) (map[int64]history.Op, error)
+}
+
+// truncatedNote is the evidence line for a cut-off history.
+func (p *Pass) truncatedNote() []string {
+	return truncatedNote(&history.File{Truncated: p.Truncated})
+}
+
+// memoryPass is the Pass of a history in memory.
+func memoryPass(h *history.File) *Pass {
+	return &Pass{Truncated: h.Truncated, Ops: func(_ context.Context, indexes []int64) (map[int64]history.Op, error) {
+		out := make(map[int64]history.Op, len(indexes))
+		for _, i := range indexes {
+			if i >= 0 && i < int64(len(h.Ops)) {
+				out[i] = h.Ops[i]
+			}
+		}
+		return out, nil
+	}}
+}
+
+// checkInMemory is a Streamer's Check: its stream over h's entries.
+func checkInMemory(ctx context.Context, s Streamer, h *history.File, outDir string) Result {
+	st := s.Stream(outDir)
+	for i := range h.Ops {
+		st.Observe(&h.Ops[i])
+	}
+	return st.Result(ctx, memoryPass(h))
+}
+
+// opRef is an entry a stream kept for its evidence, by index; the entries
+// themselves are read again when the evidence is written.
+type opRef = int64
+
+// lookup reads the entries refs name (those < 0 are not entries) through
+// p; a failure to read is evidence, not a crash.
+func lookup(ctx context.Context, p *Pass, refs ...opRef) (map[int64]history.Op, error) {
+	var want []int64
+	for _, r := range refs {
+		if r >= 0 {
+			want = append(want, r)
+		}
+	}
+	slices.Sort(want)
+	want = slices.Compact(want)
+	ops, err := p.Ops(ctx, want)
+	if err != nil {
+		return nil, fmt.Errorf("reading the history again for the evidence: %w", err)
+	}
+	return ops, nil
+}
+
+// pairStream pairs, as the entries pass, each kept invocation with its
+// process's next completion: pairOps for streams. It holds only the
+// invocations in flight. done gets each pair as it completes (comp nil:
+// never completed, when a later invocation on the process or the end of
+// the history shows it never will); pairs therefore arrive in completion
+// order, not invocation order. done may keep the ops' fields, never the
+// pointers.
+type pairStream struct {
+	keep func(*history.Op) bool
+	done func(inv, comp *history.Op)
+	// open holds each process's invocation in flight; skip marks one not
+	// kept (its completion is consumed and ignored).
+	open  map[int]*history.Op
+	skip  map[int]bool
+	slots map[int]*history.Op
+	// orphans are completions with no open invocation on their process;
+	// mismatched are completions whose f or entity differ from their
+	// invocation's (both ignored; counted for the evidence).
+	orphans, mismatched int
+	firstOrphan         *history.Op
+}
+
+func newPairStream(keep func(*history.Op) bool, done func(inv, comp *history.Op)) *pairStream {
+	return &pairStream{keep: keep, done: done, open: map[int]*history.Op{}, skip: map[int]bool{}, slots: map[int]*history.Op{}}
+}
+
+func (p *pairStream) observe(op *history.Op) {
+	switch {
+	case op.Kind == history.Invoke:
+		if prev := p.open[op.Process]; prev != nil {
+			// A second invocation on a process leaves the first open:
+			// unknown.
+			delete(p.open, op.Process)
+			p.done(prev, nil)
+		}
+		delete(p.skip, op.Process)
+		if p.keep(op) {
+			// One slot per process, reused: done may keep the fields,
+			// not the pointer.
+			slot := p.slots[op.Process]
+			if slot == nil {
+				slot = new(history.Op)
+				p.slots[op.Process] = slot
+			}
+			*slot = *op
+			p.open[op.Process] = slot
+		} else {
+			p.skip[op.Process] = true
+		}
+	case op.Completion():
+		if p.skip[op.Process] {
+			delete(p.skip, op.Process)
+			return
+		}
+		inv := p.open[op.Process]
+		if inv == nil {
+			p.orphans++
+			if p.firstOrphan == nil {
+				o := *op
+				p.firstOrphan = &o
+			}
+			return
+		}
+		delete(p.open, op.Process)
+		if op.F != "" && op.F != inv.F || op.Entity != "" && op.Entity != inv.Entity {
+			p.mismatched++
+		}
+		p.done(inv, op)
+	}
+}
+
+// finish ends the pass: the invocations still open never completed.
+func (p *pairStream) finish() {
+	open := make([]*history.Op, 0, len(p.open))
+	for _, inv := range p.open {
+		open = append(open, inv)
+	}
+	slices.SortFunc(open, func(a, b *history.Op) int { return cmp.Compare(a.Index, b.Index) })
+	clear(p.open)
+	for _, inv := range open {
+		p.done(inv, nil)
+	}
+}
+
+// evidence describes odd pairings, if any.
+func (p *pairStream) evidence() []string {
+	var ev []string
+	if p.orphans > 0 {
+		o := p.firstOrphan
+		ev = append(ev, fmt.Sprintf("%d completions had no open invocation on their process and were ignored (first: #%d, process %d, %s)", p.orphans, o.Index, o.Process, o.Kind))
+	}
+	if p.mismatched > 0 {
+		ev = append(ev, fmt.Sprintf("%d completions named another f or entity than their invocation; the invocation's were used", p.mismatched))
+	}
+	return ev
+}
