@@ -1,6 +1,7 @@
 package checker
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -48,12 +49,51 @@ func disruptive(fault string) bool {
 }
 
 // Check implements Checker.
-func (Liveness) Check(ctx context.Context, h *history.File, _ string) Result {
-	res := Result{Checker: "liveness"}
-	end := int64(0)
-	if len(h.Ops) > 0 {
-		end = h.Ops[len(h.Ops)-1].Time
+func (l Liveness) Check(ctx context.Context, h *history.File, outDir string) Result {
+	return checkInMemory(ctx, l, h, outDir)
+}
+
+// Stream implements Streamer: the outline (fault and phase entries) and
+// every operation's interval, in a few words each.
+func (Liveness) Stream(string) Stream {
+	st := &liveStream{}
+	st.pairs = newPairStream(func(op *history.Op) bool { return op.F != "tell" }, st.pair)
+	return st
+}
+
+// liveOp is an operation as liveness keeps it: to is -1 when it never
+// completed.
+type liveOp struct {
+	from, to  int64
+	inv, comp opRef
+	node      string
+	answered  bool
+}
+
+type liveStream struct {
+	pairs   *pairStream
+	ops     []liveOp
+	outline outline
+}
+
+func (st *liveStream) Observe(op *history.Op) {
+	st.outline.observe(op)
+	st.pairs.observe(op)
+}
+
+func (st *liveStream) pair(inv, comp *history.Op) {
+	o := liveOp{from: inv.Time, to: -1, inv: inv.Index, comp: -1, node: inv.Node}
+	if comp != nil {
+		o.to, o.comp, o.answered = comp.Time, comp.Index, comp.Kind != history.Info
 	}
+	st.ops = append(st.ops, o)
+}
+
+func (st *liveStream) Result(ctx context.Context, pass *Pass) Result {
+	st.pairs.finish()
+	h := st.outline.file(pass)
+	res := Result{Checker: "liveness"}
+	end := st.outline.end
 	// Excused windows: each disruptive fault from its inject until grace
 	// after its heal (or the end).
 	type window struct {
@@ -63,12 +103,7 @@ func (Liveness) Check(ctx context.Context, h *history.File, _ string) Result {
 	var excused []window
 	// The final phase starts once the harness saw the cluster converge
 	// after the last heal: from then on nothing is excused.
-	final := int64(-1)
-	for _, op := range h.Ops {
-		if op.Kind == history.Phase && op.F == "final" && final < 0 {
-			final = op.Time
-		}
-	}
+	final := st.outline.finalAt()
 	// Nodes that leave: operations sent to them are excused while they
 	// leave and stay away — a leave's inject until its heal (the restart),
 	// a joined node's heal (its leave), a rolling restart's inject.
@@ -133,45 +168,64 @@ func (Liveness) Check(ctx context.Context, h *history.File, _ string) Result {
 		i := sort.Search(len(merged), func(i int) bool { return merged[i].to >= from })
 		return i < len(merged) && merged[i].from <= to
 	}
-	p := pairOps(h.Ops, func(op *history.Op) bool { return op.F != "tell" })
+	// In invocation order, as the evidence lists them.
+	slices.SortFunc(st.ops, func(a, b liveOp) int { return cmp.Compare(a.inv, b.inv) })
+	ended, _ := h.Ended()
 	judged, lost, excusedN := 0, 0, 0
-	var violations []string
-	for _, pr := range p.pairs {
+	var unanswered []liveOp
+	for _, o := range st.ops {
 		if ctx.Err() != nil {
 			res.Verdict, res.Summary = Unknown, "stopped: "+ctx.Err().Error()
 			return res
 		}
-		inv := h.Ops[pr.inv]
 		to := end
-		answered := false
-		if pr.comp >= 0 {
-			comp := h.Ops[pr.comp]
-			to = comp.Time
-			answered = comp.Kind != history.Info
-		} else if ended, _ := h.Ended(); !ended {
+		if o.comp >= 0 {
+			to = o.to
+		} else if !ended {
 			continue // the harness stopped: no answer was awaited to the end
 		}
-		if excusedAt(inv.Time, to) || slices.ContainsFunc(leaving, func(w nodeWindow) bool {
-			return w.node == inv.Node && w.from <= to && inv.Time <= w.to
+		if excusedAt(o.from, to) || slices.ContainsFunc(leaving, func(w nodeWindow) bool {
+			return w.node == o.node && w.from <= to && o.from <= w.to
 		}) {
 			excusedN++
 			continue
 		}
 		judged++
-		if answered {
+		if o.answered {
 			continue
 		}
 		lost++
 		res.proven(to)
-		what := "never completed"
-		if pr.comp >= 0 {
-			what = "no answer: " + h.Ops[pr.comp].Error
+		if len(unanswered) < maxEvidence {
+			unanswered = append(unanswered, o)
 		}
-		violations = append(violations, fmt.Sprintf("%s %s (#%d, process %d, node %s) invoked at %.3f s with no disruptive fault active or recent: %s",
-			inv.F, inv.Entity, inv.Index, inv.Process, inv.Node, float64(inv.Time)/1e9, what))
 	}
-	res.Evidence = append(res.Evidence, truncatedNote(h)...)
-	res.Evidence = append(res.Evidence, p.evidence(h.Ops)...)
+	st.ops = nil
+	var violations []string
+	if len(unanswered) > 0 {
+		var refs []opRef
+		for _, o := range unanswered {
+			refs = append(refs, o.inv, o.comp)
+		}
+		ops, err := lookup(ctx, pass, refs...)
+		if err != nil {
+			violations = append(violations, err.Error())
+		}
+		for _, o := range unanswered {
+			inv := ops[o.inv]
+			what := "never completed"
+			if o.comp >= 0 {
+				what = "no answer: " + ops[o.comp].Error
+			}
+			violations = append(violations, fmt.Sprintf("%s %s (#%d, process %d, node %s) invoked at %.3f s with no disruptive fault active or recent: %s",
+				inv.F, inv.Entity, o.inv, inv.Process, inv.Node, float64(o.from)/1e9, what))
+		}
+		if lost > len(unanswered) {
+			violations = append(violations, fmt.Sprintf("... and %d more", lost-len(unanswered)))
+		}
+	}
+	res.Evidence = append(res.Evidence, pass.truncatedNote()...)
+	res.Evidence = append(res.Evidence, st.pairs.evidence()...)
 	stats := fmt.Sprintf("%d operations on a healthy cluster judged, %d excused by %d fault windows (+%v grace)", judged, excusedN, len(merged), LivenessGrace)
 	if failed > 0 {
 		res.Evidence = append(res.Evidence, fmt.Sprintf("%d injects failed and did nothing: they excuse nothing", failed))
@@ -180,7 +234,7 @@ func (Liveness) Check(ctx context.Context, h *history.File, _ string) Result {
 	case lost > 0:
 		res.Verdict = Invalid
 		res.Summary = fmt.Sprintf("%d operations got no answer with no fault to excuse it; %s", lost, stats)
-		res.Evidence = append(res.Evidence, limit(violations)...)
+		res.Evidence = append(res.Evidence, violations...)
 	case judged == 0:
 		res.Verdict, res.Summary = Unknown, "nothing to judge: no operation ran on a healthy cluster; "+stats
 	default:

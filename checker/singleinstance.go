@@ -30,8 +30,8 @@ const singletonKey = "singleton"
 // servedOp is an ok op and who served it.
 type servedOp struct {
 	call, ret int64
-	key, inst int // indexes into the key names and the spans
-	inv, comp int // indexes into File.Ops
+	key, inst int   // indexes into the key names and the spans
+	inv, comp opRef // entry indexes
 }
 
 // instSpan is what an instance's ops prove about its life: it was alive
@@ -59,51 +59,81 @@ func instanceOf(inv, comp *history.Op) (key, inst string, ok bool) {
 }
 
 // Check implements Checker.
-func (s SingleInstance) Check(ctx context.Context, h *history.File, _ string) Result {
-	res := Result{Checker: s.Name(), Verdict: Unknown}
-	ops := h.Ops
-	pg := pairOps(ops, func(op *history.Op) bool { return op.Entity != "" || op.F == "next-id" })
-	res.Evidence = append(res.Evidence, truncatedNote(h)...)
-	res.Evidence = append(res.Evidence, pg.evidence(ops)...)
+func (s SingleInstance) Check(ctx context.Context, h *history.File, outDir string) Result {
+	return checkInMemory(ctx, s, h, outDir)
+}
 
-	var (
-		served     = make([]servedOp, 0, len(pg.pairs))
-		spans      []instSpan
-		keyNames   []string
-		keyIDs     = map[string]int{}
-		instIDs    = map[instID]int{}
-		unnamed    int // ok ops that named no server
-		firstUnnam = -1
-	)
-	for _, p := range pg.pairs {
-		if p.comp < 0 || ops[p.comp].Kind != history.OK {
-			continue
-		}
-		inv, comp := &ops[p.inv], &ops[p.comp]
-		key, inst, ok := instanceOf(inv, comp)
-		if !ok {
-			if inv.F != "tell" {
-				unnamed++
-				if firstUnnam < 0 {
-					firstUnnam = p.comp
-				}
+// Stream implements Streamer: every ok op that names its server, in a
+// few words each.
+func (s SingleInstance) Stream(string) Stream {
+	st := &siStream{firstUnnamed: -1}
+	st.pairs = newPairStream(func(op *history.Op) bool { return op.Entity != "" || op.F == "next-id" }, st.pair)
+	return st
+}
+
+// okServed is an ok op as the stream keeps it: key and instance are
+// interned strings, shared by all of their ops.
+type okServed struct {
+	call, ret int64
+	inv, comp opRef
+	key, inst string
+}
+
+type siStream struct {
+	pairs        *pairStream
+	ok           []okServed
+	unnamed      int // ok ops that named no server
+	firstUnnamed opRef
+}
+
+func (st *siStream) Observe(op *history.Op) { st.pairs.observe(op) }
+
+func (st *siStream) pair(inv, comp *history.Op) {
+	if comp == nil || comp.Kind != history.OK {
+		return
+	}
+	key, inst, ok := instanceOf(inv, comp)
+	if !ok {
+		if inv.F != "tell" {
+			st.unnamed++
+			if st.firstUnnamed < 0 {
+				st.firstUnnamed = comp.Index
 			}
-			continue
 		}
-		k, found := keyIDs[key]
+		return
+	}
+	st.ok = append(st.ok, okServed{call: inv.Time, ret: max(comp.Time, inv.Time), inv: inv.Index, comp: comp.Index, key: key, inst: inst})
+}
+
+func (st *siStream) Result(ctx context.Context, pass *Pass) Result {
+	st.pairs.finish()
+	res := Result{Checker: SingleInstance{}.Name(), Verdict: Unknown}
+	res.Evidence = append(res.Evidence, pass.truncatedNote()...)
+	res.Evidence = append(res.Evidence, st.pairs.evidence()...)
+	// In invocation order, as the ops were numbered before streaming.
+	slices.SortFunc(st.ok, func(a, b okServed) int { return cmp.Compare(a.inv, b.inv) })
+	var (
+		served   = make([]servedOp, 0, len(st.ok))
+		spans    []instSpan
+		keyNames []string
+		keyIDs   = map[string]int{}
+		instIDs  = map[instID]int{}
+	)
+	for _, so := range st.ok {
+		k, found := keyIDs[so.key]
 		if !found {
 			k = len(keyNames)
-			keyIDs[key] = k
-			keyNames = append(keyNames, key)
+			keyIDs[so.key] = k
+			keyNames = append(keyNames, so.key)
 		}
-		id := instID{k, inst}
+		id := instID{k, so.inst}
 		x, found := instIDs[id]
 		if !found {
 			x = len(spans)
 			instIDs[id] = x
-			spans = append(spans, instSpan{name: inst, key: k, firstOp: -1, lastOp: -1})
+			spans = append(spans, instSpan{name: so.inst, key: k, firstOp: -1, lastOp: -1})
 		}
-		o := servedOp{call: inv.Time, ret: max(comp.Time, inv.Time), key: k, inst: x, inv: p.inv, comp: p.comp}
+		o := servedOp{call: so.call, ret: so.ret, key: k, inst: x, inv: so.inv, comp: so.comp}
 		n := len(served)
 		served = append(served, o)
 		sp := &spans[x]
@@ -114,9 +144,17 @@ func (s SingleInstance) Check(ctx context.Context, h *history.File, _ string) Re
 			sp.lastCall, sp.lastOp = o.call, n
 		}
 	}
+	st.ok = nil
+	unnamed := st.unnamed
 	if unnamed > 0 {
-		c := &ops[firstUnnam]
-		res.Evidence = append(res.Evidence, fmt.Sprintf("%d ok entity or next-id ops named no incarnation or singleton instance and were not checked (first: #%d, %s %s)", unnamed, c.Index, c.F, c.Entity))
+		line := fmt.Sprintf("%d ok entity or next-id ops named no incarnation or singleton instance and were not checked", unnamed)
+		if ops, err := lookup(ctx, pass, st.firstUnnamed); err != nil {
+			line += " (" + err.Error() + ")"
+		} else {
+			c := ops[st.firstUnnamed]
+			line += fmt.Sprintf(" (first: #%d, %s %s)", st.firstUnnamed, c.F, c.Entity)
+		}
+		res.Evidence = append(res.Evidence, line)
 	}
 	if len(served) == 0 {
 		res.Summary = "no ok entity or next-id op named the incarnation or instance that served it: nothing to check"
@@ -164,7 +202,7 @@ func (s SingleInstance) Check(ctx context.Context, h *history.File, _ string) Re
 		bad      int              // violating ops
 		badKeys  = map[int]bool{} // keys with a violation
 		pairs    = map[[2]int]bool{}
-		evidence []string
+		overlaps []servedOverlap
 		morePair int
 	)
 	j := 0
@@ -202,11 +240,11 @@ func (s SingleInstance) Check(ctx context.Context, h *history.File, _ string) Re
 				continue
 			}
 			pairs[pr] = true
-			if len(evidence) >= maxEvidence {
+			if len(overlaps) >= maxEvidence {
 				morePair++
 				continue
 			}
-			evidence = append(evidence, describeOverlap(ops, served, spans, keyNames, seg, o, x))
+			overlaps = append(overlaps, tightest(served, spans, seg, o, x))
 		}
 		// Skip this key's instances that never entered the sweep (their
 		// first completion came after the key's last invocation).
@@ -224,7 +262,21 @@ func (s SingleInstance) Check(ctx context.Context, h *history.File, _ string) Re
 	if bad > 0 {
 		res.Verdict = Invalid
 		res.Summary = fmt.Sprintf("%d ops on %d keys were served by one incarnation while another was alive before and after them (%s)", bad, len(badKeys), counts)
-		res.Evidence = append(res.Evidence, evidence...)
+		var refs []opRef
+		for _, ov := range overlaps {
+			for _, o := range []int{ov.y, ov.before, ov.after} {
+				refs = append(refs, served[o].inv, served[o].comp)
+			}
+		}
+		ops, err := lookup(ctx, pass, refs...)
+		if err != nil {
+			res.Evidence = append(res.Evidence, err.Error())
+		}
+		for _, ov := range overlaps {
+			if err == nil {
+				res.Evidence = append(res.Evidence, ov.describe(ops, served, spans, keyNames))
+			}
+		}
 		if morePair > 0 {
 			res.Evidence = append(res.Evidence, fmt.Sprintf("... and %d more pairs of incarnations alive at once", morePair))
 		}
@@ -241,12 +293,18 @@ type instID struct {
 	name string
 }
 
-// describeOverlap explains one violation: seg is the key's ops, y the one
-// served by Y, x the instance alive before and after it. It names the
-// tightest ops of X around y: the last to complete before y was invoked and
-// the first invoked after y completed. Linear in the key's ops, so only
+// servedOverlap is one violation: the op y served by Y, the instance x alive
+// before and after it, and x's tightest ops around y (indexes into the
+// served ops).
+type servedOverlap struct {
+	y, x, before, after int
+}
+
+// tightest finds, for the violation of op yi by instance x, x's tightest
+// ops around it: the last to complete before y was invoked and the first
+// invoked after y completed. seg is the key's ops. Linear in them, so only
 // done for the evidence.
-func describeOverlap(ops []history.Op, served []servedOp, spans []instSpan, keyNames []string, seg []int, yi, x int) string {
+func tightest(served []servedOp, spans []instSpan, seg []int, yi, x int) servedOverlap {
 	y := &served[yi]
 	before, after := spans[x].firstOp, spans[x].lastOp
 	for _, o := range seg {
@@ -261,10 +319,16 @@ func describeOverlap(ops []history.Op, served []servedOp, spans []instSpan, keyN
 			after = o
 		}
 	}
+	return servedOverlap{y: yi, x: x, before: before, after: after}
+}
+
+// describe explains the violation.
+func (ov servedOverlap) describe(ops map[int64]history.Op, served []servedOp, spans []instSpan, keyNames []string) string {
+	y := &served[ov.y]
 	key := keyNames[y.key]
 	return fmt.Sprintf("%s: %s %s (hosted by %s) was alive before and after %s %s (hosted by %s) served %s: it served %s before and %s after",
-		key, instWord(key), spans[x].name, hostOf(ops, served[before]), instWord(key), spans[y.inst].name, hostOf(ops, *y),
-		describeServed(ops, *y), describeServed(ops, served[before]), describeServed(ops, served[after]))
+		key, instWord(key), spans[ov.x].name, hostOf(ops, served[ov.before]), instWord(key), spans[y.inst].name, hostOf(ops, *y),
+		describeServed(ops, *y), describeServed(ops, served[ov.before]), describeServed(ops, served[ov.after]))
 }
 
 // instWord says what an instance of key is called.
@@ -276,18 +340,14 @@ func instWord(key string) string {
 }
 
 // describeServed names an op as the linearizable checker does.
-func describeServed(ops []history.Op, s servedOp) string {
-	var comp *history.Op
-	if s.comp >= 0 {
-		comp = &ops[s.comp]
-	}
-	return ops[s.inv].F + " " + describeEntries(&ops[s.inv], comp)
+func describeServed(ops map[int64]history.Op, s servedOp) string {
+	return ops[s.inv].F + " " + describeRegMeta(ops, regOp{inv: s.inv, comp: s.comp})
 }
 
 // hostOf names the member that hosted the instance serving s: the entity's
 // host, the singleton instance's member (node@incarnation#instance), or,
 // failing both, the node that answered.
-func hostOf(ops []history.Op, s servedOp) string {
+func hostOf(ops map[int64]history.Op, s servedOp) string {
 	r := ops[s.comp].Reply
 	switch {
 	case r == nil:

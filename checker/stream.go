@@ -183,3 +183,37 @@ func (p *pairStream) evidence() []string {
 	}
 	return ev
 }
+
+// outline is what streams keep of the history as a whole: its fault and
+// phase entries (a few per fault), when the final phase began and the last
+// entry's time.
+type outline struct {
+	ops        []history.Op
+	final, end int64
+	hasFinal   bool
+}
+
+func (o *outline) observe(op *history.Op) {
+	o.end = op.Time
+	switch op.Kind {
+	case history.Nemesis, history.Phase:
+		o.ops = append(o.ops, *op)
+		if op.Kind == history.Phase && op.F == history.PhaseFinal && !o.hasFinal {
+			o.final, o.hasFinal = op.Time, true
+		}
+	}
+}
+
+// finalAt is when the final phase began; -1 if it did not.
+func (o *outline) finalAt() int64 {
+	if !o.hasFinal {
+		return -1
+	}
+	return o.final
+}
+
+// file is the outline as a history of only those entries (for
+// history.Faults and Ended, which read nothing else).
+func (o *outline) file(p *Pass) *history.File {
+	return &history.File{Ops: o.ops, Truncated: p.Truncated}
+}
