@@ -120,14 +120,32 @@ type PhaseMark struct {
 
 // Check implements Checker.
 func (a Availability) Check(ctx context.Context, h *history.File, outDir string) Result {
+	return checkInMemory(ctx, a, h, outDir)
+}
+
+// Stream implements Streamer: per completion its time, latency and kind.
+func (a Availability) Stream(outDir string) Stream {
+	return &availResult{a: a, outDir: outDir, st: newAvailStream()}
+}
+
+type availResult struct {
+	a      Availability
+	outDir string
+	st     *availStream
+}
+
+func (s *availResult) Observe(op *history.Op) { s.st.observe(op) }
+
+func (s *availResult) Result(ctx context.Context, pass *Pass) Result {
+	a, outDir := s.a, s.outDir
 	res := Result{Checker: a.Name(), Verdict: Unknown}
 	if err := ctx.Err(); err != nil {
 		res.Summary = "stopped: " + err.Error()
 		return res
 	}
-	r, pg := analyze(h)
-	res.Evidence = append(res.Evidence, truncatedNote(h)...)
-	res.Evidence = append(res.Evidence, pg.evidence(h.Ops)...)
+	r := s.st.report()
+	res.Evidence = append(res.Evidence, pass.truncatedNote()...)
+	res.Evidence = append(res.Evidence, s.st.pairs.evidence()...)
 	if r.OK+r.Fail+r.Info+r.Open == 0 {
 		res.Summary = "no client operations: nothing to report"
 		return res
@@ -151,7 +169,7 @@ func (a Availability) Check(ctx context.Context, h *history.File, outDir string)
 	if outDir == "" {
 		return res
 	}
-	if err := writeChart(outDir, h.Header.Test, r); err != nil {
+	if err := writeChart(outDir, s.st.test, r); err != nil {
 		res.Evidence = append(res.Evidence, "chart not written: "+err.Error())
 		return res
 	}
@@ -172,8 +190,12 @@ func writeChart(outDir, title string, r Report) error {
 // of order, completions before their invocations, unreadable nemesis
 // values).
 func Analyze(h *history.File) Report {
-	r, _ := analyze(h)
-	return r
+	st := newAvailStream()
+	st.test = h.Header.Test
+	for i := range h.Ops {
+		st.observe(&h.Ops[i])
+	}
+	return st.report()
 }
 
 // okOp is an ok completion's bucket, time and latency.
@@ -182,33 +204,76 @@ type okOp struct {
 	at, took int64
 }
 
-func analyze(h *history.File) (Report, pairing) {
-	var r Report
-	ops := h.Ops
-	pg := pairOps(ops, func(*history.Op) bool { return true })
+// availStream gathers, in one pass, what the report needs: the timeline's
+// extent, the phases, the outline of faults, and per completion its time,
+// latency and kind.
+type availStream struct {
+	test       string
+	pairs      *pairStream
+	outline    outline
+	phases     []PhaseMark
+	first, end int64
+	have       bool
+	comps      []availComp
+	open       int
+}
 
-	// The timeline: client ops and nemesis entries (phases are marks; the
-	// warm-up starts before the cluster does).
-	have := false
-	widen := func(t int64) {
-		if !have {
-			r.First, r.End, have = t, t, true
-		}
-		r.First, r.End = min(r.First, t), max(r.End, t)
+// availComp is a completion: kind is history.OK, Fail or Info.
+type availComp struct {
+	at, took int64
+	kind     string
+}
+
+func newAvailStream() *availStream {
+	st := &availStream{}
+	st.pairs = newPairStream(func(*history.Op) bool { return true }, st.pair)
+	return st
+}
+
+func (st *availStream) widen(t int64) {
+	if !st.have {
+		st.first, st.end, st.have = t, t, true
 	}
-	for i := range ops {
-		op := &ops[i]
-		switch {
-		case op.Kind == history.Phase:
-			r.Phases = append(r.Phases, PhaseMark{Name: op.F, Time: op.Time})
-		case op.Kind == history.Invoke || op.Completion() || op.Kind == history.Nemesis:
-			widen(op.Time)
-		}
+	st.first, st.end = min(st.first, t), max(st.end, t)
+}
+
+func (st *availStream) observe(op *history.Op) {
+	st.outline.observe(op)
+	switch {
+	case op.Kind == history.Phase:
+		// The timeline: client ops and nemesis entries (phases are marks;
+		// the warm-up starts before the cluster does).
+		st.phases = append(st.phases, PhaseMark{Name: op.F, Time: op.Time})
+	case op.Kind == history.Invoke || op.Completion() || op.Kind == history.Nemesis:
+		st.widen(op.Time)
 	}
-	if !have {
-		return r, pg
+	st.pairs.observe(op)
+}
+
+func (st *availStream) pair(inv, comp *history.Op) {
+	if comp == nil {
+		st.open++
+		return
 	}
-	r.Faults, r.UnmatchedHeals, r.FailedInjects = faultWindows(ops, r.End)
+	kind := comp.Kind
+	if kind != history.OK && kind != history.Fail {
+		kind = history.Info
+	}
+	st.comps = append(st.comps, availComp{at: comp.Time, took: max(comp.Time-inv.Time, 0), kind: kind})
+}
+
+// report ends the pass.
+func (st *availStream) report() Report {
+	st.pairs.finish()
+	var r Report
+	r.Phases = st.phases
+	r.Open = st.open
+	if !st.have {
+		return r
+	}
+	r.First, r.End = st.first, st.end
+	widen := func(t int64) { r.First, r.End = min(r.First, t), max(r.End, t) }
+	r.Faults, r.UnmatchedHeals, r.FailedInjects = faultWindows(st.outline.ops, r.End)
 	for _, f := range r.Faults {
 		widen(f.Inject) // an inject's beginning may precede every entry
 	}
@@ -224,20 +289,15 @@ func analyze(h *history.File) (Report, pairing) {
 
 	// Completions per bucket, and ok latencies grouped by bucket (a
 	// counting sort, so each bucket's percentiles sort only its own).
-	oks := make([]okOp, 0, len(pg.pairs))
-	for _, p := range pg.pairs {
-		if p.comp < 0 {
-			r.Open++
-			continue
-		}
-		c := &ops[p.comp]
-		k := bucketOf(c.Time)
+	oks := make([]okOp, 0, len(st.comps))
+	for _, c := range st.comps {
+		k := bucketOf(c.at)
 		b := &r.Buckets[k]
-		switch c.Kind {
+		switch c.kind {
 		case history.OK:
 			r.OK++
 			b.OK++
-			oks = append(oks, okOp{b: k, at: c.Time, took: max(c.Time-ops[p.inv].Time, 0)})
+			oks = append(oks, okOp{b: k, at: c.at, took: c.took})
 		case history.Fail:
 			r.Fail++
 			b.Fail++
@@ -246,6 +306,7 @@ func analyze(h *history.File) (Report, pairing) {
 			b.Info++
 		}
 	}
+	st.comps = nil
 	offset := make([]int, n+1)
 	for _, o := range oks {
 		offset[o.b+1]++
@@ -324,7 +385,7 @@ func analyze(h *history.File) (Report, pairing) {
 		until, why := blameUntil(r.Faults, i, until)
 		r.fault(&r.Faults[i], okTimes, until, why)
 	}
-	return r, pg
+	return r
 }
 
 // blameUntil is how long after faults[i]'s heal what happens can still be
