@@ -54,6 +54,11 @@ func (SingletonEvents) Applies(caps []string) bool {
 	return slices.Contains(caps, "singleton") || slices.Contains(caps, "coordinator")
 }
 
+// Stream implements Streamer: of the history, only the pauses count.
+func (c SingletonEvents) Stream(dir string) Stream {
+	return &outlineStream{check: func(ctx context.Context, h *history.File) Result { return c.Check(ctx, h, dir) }}
+}
+
 // Check implements Checker.
 func (SingletonEvents) Check(ctx context.Context, h *history.File, dir string) Result {
 	return checkLifetimes(ctx, dir, "singleton-events", freezes(h), []lifeKind{
@@ -87,6 +92,11 @@ type HandOff struct{}
 
 // Name implements Checker.
 func (HandOff) Name() string { return "hand-off" }
+
+// Stream implements Streamer: of the history, only the pauses count.
+func (c HandOff) Stream(dir string) Stream {
+	return &outlineStream{check: func(ctx context.Context, h *history.File) Result { return c.Check(ctx, h, dir) }}
+}
 
 // Check implements Checker.
 func (HandOff) Check(ctx context.Context, h *history.File, dir string) Result {

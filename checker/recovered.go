@@ -22,6 +22,11 @@ type Recovered struct{}
 // Name implements Checker.
 func (Recovered) Name() string { return "recovered" }
 
+// Stream implements Streamer: it reads only the final phase and the heals.
+func (c Recovered) Stream(dir string) Stream {
+	return &outlineStream{check: func(ctx context.Context, h *history.File) Result { return c.Check(ctx, h, dir) }}
+}
+
 // Check implements Checker.
 func (Recovered) Check(ctx context.Context, h *history.File, _ string) Result {
 	res := Result{Checker: "recovered", Verdict: Unknown}

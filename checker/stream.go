@@ -3,7 +3,9 @@ package checker
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
+	"os"
 	"slices"
 
 	"github.com/shardtest/shardtest/history"
@@ -217,3 +219,108 @@ func (o *outline) finalAt() int64 {
 func (o *outline) file(p *Pass) *history.File {
 	return &history.File{Ops: o.ops, Truncated: p.Truncated}
 }
+
+// outlineStream is the Stream of a checker that reads nothing of the
+// history but its fault and phase entries: it keeps those and runs the
+// checker's own Check on them.
+type outlineStream struct {
+	o     outline
+	check func(ctx context.Context, h *history.File) Result
+}
+
+func (s *outlineStream) Observe(op *history.Op) { s.o.observe(op) }
+
+func (s *outlineStream) Result(ctx context.Context, p *Pass) Result {
+	return s.check(ctx, s.o.file(p))
+}
+
+// CheckFile judges the history file at path with every checker in one
+// pass. When every checker streams (Streamer), the history is never held:
+// each entry goes to every stream as it is read, and evidence entries are
+// read again from the file. Checkers that do not stream get the history
+// in memory, read in the same pass. It returns the results in the
+// checkers' order and the history as far as it was held: its header,
+// truncation and fault and phase entries (what Detect and Ended read), or
+// every entry when a checker needed them.
+func CheckFile(ctx context.Context, path string, cs []Checker, outDir string) ([]Result, *history.File, error) {
+	streams := make([]Stream, len(cs))
+	hold := false
+	for i, c := range cs {
+		if s, ok := c.(Streamer); ok {
+			streams[i] = s.Stream(outDir)
+		} else {
+			hold = true
+		}
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("history: %w", err)
+	}
+	defer f.Close()
+	var o outline
+	var all []history.Op
+	hdr, truncated, err := history.Scan(f, func(op *history.Op) error {
+		if hold {
+			all = append(all, *op)
+		} else {
+			o.observe(op)
+		}
+		for _, s := range streams {
+			if s != nil {
+				s.Observe(op)
+			}
+		}
+		return ctx.Err()
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	h := &history.File{Header: hdr, Ops: o.ops, Truncated: truncated}
+	pass := &Pass{Truncated: truncated, Ops: func(ctx context.Context, indexes []int64) (map[int64]history.Op, error) {
+		return reread(ctx, path, indexes)
+	}}
+	if hold {
+		h.Ops = all
+		pass = memoryPass(h)
+	}
+	results := make([]Result, len(cs))
+	for i, c := range cs {
+		if streams[i] != nil {
+			results[i] = streams[i].Result(ctx, pass)
+		} else {
+			results[i] = c.Check(ctx, h, outDir)
+		}
+	}
+	return results, h, nil
+}
+
+// reread reads the entries of the history file at path with the given
+// (sorted) indexes, stopping after the last.
+func reread(ctx context.Context, path string, indexes []int64) (map[int64]history.Op, error) {
+	out := make(map[int64]history.Op, len(indexes))
+	if len(indexes) == 0 {
+		return out, nil
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	last := indexes[len(indexes)-1]
+	_, _, err = history.Scan(f, func(op *history.Op) error {
+		if _, found := slices.BinarySearch(indexes, op.Index); found {
+			out[op.Index] = *op
+		}
+		if op.Index >= last {
+			return errDone
+		}
+		return ctx.Err()
+	})
+	if err != nil && !errors.Is(err, errDone) {
+		return nil, err
+	}
+	return out, nil
+}
+
+// errDone ends a scan that found what it looked for.
+var errDone = errors.New("done")

@@ -2,8 +2,14 @@ package checker
 
 import (
 	"cmp"
+	"context"
+	"encoding/json"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"reflect"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/shardtest/shardtest/history"
@@ -47,4 +53,83 @@ func TestPairStreamIsPairOps(t *testing.T) {
 			t.Fatalf("seed %d: first orphan #%d, want #%d", seed, ps.firstOrphan.Index, want.firstOrphan)
 		}
 	}
+}
+
+// TestCheckFileIsCheck: judging a history file in one pass (CheckFile:
+// streams, evidence read again from the file) gives every checker's
+// result exactly as Check on the history in memory, on valid histories
+// and on histories with violations of linearizability, single-instance
+// and liveness.
+func TestCheckFileIsCheck(t *testing.T) {
+	valid := simRun(runOptions{seed: 5, clients: 8, entities: 20, ops: 4000, step: 2_000_000, faultEvery: 2e9, faultLen: 5e8})
+	broken := simRun(runOptions{seed: 6, clients: 8, entities: 20, ops: 4000, step: 2_000_000, faultEvery: 2e9, faultLen: 5e8})
+	reads, oks, served := 0, 0, 0
+	for i := range broken.Ops {
+		op := &broken.Ops[i]
+		if op.Kind != history.OK {
+			continue
+		}
+		oks++
+		switch {
+		case strings.Contains(string(op.Value), `"value"`) && reads < 3:
+			reads++
+			op.Value = json.RawMessage(`{"value":123456789}`)
+		case op.Reply != nil && op.Reply.EntityIncarnation != "" && served < 2 && oks%50 == 0:
+			served++
+			op.Reply.EntityIncarnation = "impostor"
+		}
+	}
+	// A timeout on a healthy cluster: before the first fault.
+	for i := range broken.Ops {
+		if op := &broken.Ops[i]; op.Kind == history.Nemesis {
+			break
+		} else if op.Kind == history.OK && op.Process == 2 {
+			op.Kind, op.Value, op.Error = history.Info, nil, "timeout: lost"
+		}
+	}
+	streaming := []Checker{Linearizable{}, SingleInstance{}, Liveness{}, Availability{}, Recovered{}}
+	mixed := append(slices.Clone(streaming), UniqueIDs{}) // one that needs the history held
+	for _, tc := range []struct {
+		name string
+		h    *history.File
+		cs   []Checker
+	}{{"valid", valid, streaming}, {"broken", broken, streaming}, {"broken-held", broken, mixed}} {
+		name, h, cs := tc.name, tc.h, tc.cs
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, "history.jsonl")
+			if err := os.WriteFile(path, encode(t, h), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			got, outline, err := CheckFile(context.Background(), path, cs, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(outline.Ops) >= len(h.Ops) && hasStreamersOnly(cs) {
+				t.Errorf("the outline holds %d of %d entries: the history was held", len(outline.Ops), len(h.Ops))
+			}
+			invalid := 0
+			for i, c := range cs {
+				want := c.Check(context.Background(), h, "")
+				if !reflect.DeepEqual(got[i], want) {
+					t.Errorf("%s:\nfile   %+v\nmemory %+v", c.Name(), got[i], want)
+				}
+				if want.Verdict == Invalid {
+					invalid++
+				}
+			}
+			if name != "valid" && invalid < 3 {
+				t.Errorf("the broken history is invalid for %d checkers, want linearizable, single-instance and liveness", invalid)
+			}
+		})
+	}
+}
+
+func hasStreamersOnly(cs []Checker) bool {
+	for _, c := range cs {
+		if _, ok := c.(Streamer); !ok {
+			return false
+		}
+	}
+	return true
 }
