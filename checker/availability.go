@@ -218,11 +218,20 @@ type availStream struct {
 	open       int
 }
 
-// availComp is a completion: kind is history.OK, Fail or Info.
+// availComp is a completion (24 bytes).
 type availComp struct {
 	at, took int64
-	kind     string
+	kind     compKind
 }
+
+// compKind is a completion's kind.
+type compKind uint8
+
+const (
+	compOK compKind = iota
+	compFail
+	compInfo
+)
 
 func newAvailStream() *availStream {
 	st := &availStream{}
@@ -255,9 +264,12 @@ func (st *availStream) pair(inv, comp *history.Op) {
 		st.open++
 		return
 	}
-	kind := comp.Kind
-	if kind != history.OK && kind != history.Fail {
-		kind = history.Info
+	kind := compInfo
+	switch comp.Kind {
+	case history.OK:
+		kind = compOK
+	case history.Fail:
+		kind = compFail
 	}
 	st.comps = append(st.comps, availComp{at: comp.Time, took: max(comp.Time-inv.Time, 0), kind: kind})
 }
@@ -294,11 +306,11 @@ func (st *availStream) report() Report {
 		k := bucketOf(c.at)
 		b := &r.Buckets[k]
 		switch c.kind {
-		case history.OK:
+		case compOK:
 			r.OK++
 			b.OK++
 			oks = append(oks, okOp{b: k, at: c.at, took: c.took})
-		case history.Fail:
+		case compFail:
 			r.Fail++
 			b.Fail++
 		default:

@@ -53,20 +53,64 @@ const HTMLDir = "linearizability"
 // everything.
 const never = math.MaxInt64
 
-// regOp is one register op, compact: what porcupine needs (its Operation
-// is built only while the entity is checked) and where it is in the
-// history.
+// regOp is one register op, compact (64 bytes: a long history keeps one
+// per op until its entity is checked): its arguments and result packed,
+// its interval, and where it is in the history. Porcupine's Operation is
+// built only while the entity is checked.
 type regOp struct {
-	in        regInput
-	out       regOutput
-	call, ret int64
-	client    int
-	inv, comp opRef // entry indexes; comp -1 if none
+	call, ret             int64
+	inv, comp             opRef // entry indexes; comp -1 if none
+	value, expect, result int64
+	client                int32
+	op                    uint8
+	flags                 regFlags
+}
+
+// regFlags are regOp's booleans.
+type regFlags uint8
+
+const (
+	valueSet regFlags = 1 << iota
+	expectSet
+	resultSet
+	resultUnknown
+	resultOK
+	resultHasValue
+)
+
+func (f regFlags) has(x regFlags) bool { return f&x != 0 }
+
+func flagIf(b bool, x regFlags) regFlags {
+	if b {
+		return x
+	}
+	return 0
+}
+
+// setIn packs the arguments.
+func (o *regOp) setIn(in regInput) {
+	o.op, o.value, o.expect = uint8(in.Op), in.Value.V, in.Expect.V
+	o.flags |= flagIf(in.Value.Set, valueSet) | flagIf(in.Expect.Set, expectSet)
+}
+
+// setOut packs the result.
+func (o *regOp) setOut(out regOutput) {
+	o.result = out.Value.V
+	o.flags |= flagIf(out.Value.Set, resultSet) | flagIf(out.Unknown, resultUnknown) | flagIf(out.OK, resultOK) | flagIf(out.HasValue, resultHasValue)
+}
+
+func (o *regOp) in() regInput {
+	return regInput{Op: int(o.op), Value: regValue{Set: o.flags.has(valueSet), V: o.value}, Expect: regValue{Set: o.flags.has(expectSet), V: o.expect}}
+}
+
+func (o *regOp) out() regOutput {
+	return regOutput{Unknown: o.flags.has(resultUnknown), OK: o.flags.has(resultOK), HasValue: o.flags.has(resultHasValue),
+		Value: regValue{Set: o.flags.has(resultSet), V: o.result}}
 }
 
 // porcupine is the op as porcupine takes it, k its position in its entity.
 func (o *regOp) porcupine(k int) porcupine.Operation {
-	return porcupine.Operation{ClientId: o.client, Input: o.in, Call: o.call, Output: o.out, Return: o.ret, Metadata: opMeta{k}}
+	return porcupine.Operation{ClientId: int(o.client), Input: o.in(), Call: o.call, Output: o.out(), Return: o.ret, Metadata: opMeta{k}}
 }
 
 // opMeta is porcupine metadata: the op's position in its entity.
@@ -143,14 +187,16 @@ func (s *linStream) pair(inv, comp *history.Op) {
 		}
 		return
 	}
-	o := regOp{in: in, client: max(inv.Process, 0), call: inv.Time, inv: inv.Index, comp: -1}
+	o := regOp{client: int32(max(inv.Process, 0)), call: inv.Time, inv: inv.Index, comp: -1}
+	o.setIn(in)
 	if comp == nil || comp.Kind == history.Info {
 		if in.Op == opRead {
 			s.c.unknownReads++
 			return
 		}
 		s.c.unknown++
-		o.out, o.ret = regOutput{Unknown: true}, never
+		o.setOut(regOutput{Unknown: true})
+		o.ret = never
 	} else {
 		s.c.ok++
 		out, err := parseRegOutput(in, comp.Value)
@@ -160,7 +206,8 @@ func (s *linStream) pair(inv, comp *history.Op) {
 				e.badOutput = fmt.Sprintf("op #%d: %v", comp.Index, err)
 			}
 		}
-		o.out, o.ret = out, max(comp.Time, inv.Time)
+		o.setOut(out)
+		o.ret = max(comp.Time, inv.Time)
 	}
 	if comp != nil {
 		o.comp = comp.Index
@@ -239,6 +286,7 @@ func (s *linStream) Result(ctx context.Context, pass *Pass) Result {
 			break
 		}
 		e := entities[name]
+		delete(entities, name) // checked: its ops can go
 		if e.badInput != "" {
 			addUnknown("unreadable arguments", fmt.Sprintf("%s: not checked: %s", name, e.badInput))
 			continue
@@ -388,7 +436,7 @@ func (s *linStream) Result(ctx context.Context, pass *Pass) Result {
 func (e *entityOps) dropUnobserved() int {
 	seen := map[regValue]bool{}
 	for _, o := range e.ops {
-		in, out := o.in, o.out
+		in, out := o.in(), o.out()
 		if in.Op == opCAS {
 			seen[in.Expect] = true
 			if !out.Unknown && !out.OK && !out.HasValue {
@@ -401,7 +449,7 @@ func (e *entityOps) dropUnobserved() int {
 	}
 	kept := e.ops[:0]
 	for _, o := range e.ops {
-		if o.ret == never && o.in.Op != opRead && !seen[o.in.Value] {
+		if in := o.in(); o.ret == never && in.Op != opRead && !seen[in.Value] {
 			continue
 		}
 		kept = append(kept, o)
@@ -498,7 +546,7 @@ func explainIllegal(m porcupine.Model, name string, info porcupine.Linearization
 	slices.SortFunc(rest, func(a, b int) int { return cmp.Compare(eops[a].ret, eops[b].ret) })
 	var next []string
 	for _, k := range rest[:min(len(rest), 3)] {
-		next = append(next, describeRegOp(eops[k].in, eops[k].out)+" "+describeRegMeta(ops, eops[k]))
+		next = append(next, describeRegOp(eops[k].in(), eops[k].out())+" "+describeRegMeta(ops, eops[k]))
 	}
 	if len(next) > 0 {
 		ev = append(ev, fmt.Sprintf("%s: no remaining op fits next; the first to complete: %s", name, strings.Join(next, "; ")))

@@ -27,18 +27,15 @@ func (SingleInstance) Name() string { return "single-instance" }
 // singletonKey groups the singleton's ops, beside the entity names.
 const singletonKey = "singleton"
 
-// servedOp is an ok op and who served it.
-type servedOp struct {
-	call, ret int64
-	key, inst int   // indexes into the key names and the spans
-	inv, comp opRef // entry indexes
-}
+// servedOp is an ok op and who served it: key and inst index the key
+// names and the spans.
+type servedOp = okServed
 
 // instSpan is what an instance's ops prove about its life: it was alive
 // at its first op's completion and at its last op's invocation.
 type instSpan struct {
 	name               string
-	key                int
+	key                int32
 	firstRet, lastCall int64
 	firstOp, lastOp    int // indexes into the served ops
 }
@@ -66,22 +63,26 @@ func (s SingleInstance) Check(ctx context.Context, h *history.File, outDir strin
 // Stream implements Streamer: every ok op that names its server, in a
 // few words each.
 func (s SingleInstance) Stream(string) Stream {
-	st := &siStream{firstUnnamed: -1}
+	st := &siStream{firstUnnamed: -1, keys: map[string]int32{}, insts: map[instID]int32{}}
 	st.pairs = newPairStream(func(op *history.Op) bool { return op.Entity != "" || op.F == "next-id" }, st.pair)
 	return st
 }
 
-// okServed is an ok op as the stream keeps it: key and instance are
-// interned strings, shared by all of their ops.
+// okServed is an ok op as the stream keeps it (40 bytes): key and inst
+// number the stream's keys and instances in the order it met them.
 type okServed struct {
 	call, ret int64
 	inv, comp opRef
-	key, inst string
+	key, inst int32
 }
 
 type siStream struct {
 	pairs        *pairStream
 	ok           []okServed
+	keys         map[string]int32
+	keyNames     []string
+	insts        map[instID]int32
+	instNames    []string
 	unnamed      int // ok ops that named no server
 	firstUnnamed opRef
 }
@@ -102,7 +103,20 @@ func (st *siStream) pair(inv, comp *history.Op) {
 		}
 		return
 	}
-	st.ok = append(st.ok, okServed{call: inv.Time, ret: max(comp.Time, inv.Time), inv: inv.Index, comp: comp.Index, key: key, inst: inst})
+	k, found := st.keys[key]
+	if !found {
+		k = int32(len(st.keyNames))
+		st.keys[key] = k
+		st.keyNames = append(st.keyNames, key)
+	}
+	id := instID{int(k), inst}
+	x, found := st.insts[id]
+	if !found {
+		x = int32(len(st.instNames))
+		st.insts[id] = x
+		st.instNames = append(st.instNames, inst)
+	}
+	st.ok = append(st.ok, okServed{call: inv.Time, ret: max(comp.Time, inv.Time), inv: inv.Index, comp: comp.Index, key: k, inst: x})
 }
 
 func (st *siStream) Result(ctx context.Context, pass *Pass) Result {
@@ -112,30 +126,30 @@ func (st *siStream) Result(ctx context.Context, pass *Pass) Result {
 	res.Evidence = append(res.Evidence, st.pairs.evidence()...)
 	// In invocation order, as the ops were numbered before streaming.
 	slices.SortFunc(st.ok, func(a, b okServed) int { return cmp.Compare(a.inv, b.inv) })
+	// Keys and instances numbered again, in place, in the order of their
+	// first op's invocation, as the sweep and its evidence expect.
 	var (
-		served   = make([]servedOp, 0, len(st.ok))
+		served   = st.ok
 		spans    []instSpan
 		keyNames []string
-		keyIDs   = map[string]int{}
-		instIDs  = map[instID]int{}
+		keyIDs   = slices.Repeat([]int32{-1}, len(st.keyNames))
+		instIDs  = slices.Repeat([]int32{-1}, len(st.instNames))
 	)
-	for _, so := range st.ok {
-		k, found := keyIDs[so.key]
-		if !found {
-			k = len(keyNames)
-			keyIDs[so.key] = k
-			keyNames = append(keyNames, so.key)
+	for n := range served {
+		o := &served[n]
+		k := keyIDs[o.key]
+		if k < 0 {
+			k = int32(len(keyNames))
+			keyIDs[o.key] = k
+			keyNames = append(keyNames, st.keyNames[o.key])
 		}
-		id := instID{k, so.inst}
-		x, found := instIDs[id]
-		if !found {
-			x = len(spans)
-			instIDs[id] = x
-			spans = append(spans, instSpan{name: so.inst, key: k, firstOp: -1, lastOp: -1})
+		x := instIDs[o.inst]
+		if x < 0 {
+			x = int32(len(spans))
+			instIDs[o.inst] = x
+			spans = append(spans, instSpan{name: st.instNames[o.inst], key: k, firstOp: -1, lastOp: -1})
 		}
-		o := servedOp{call: so.call, ret: so.ret, key: k, inst: x, inv: so.inv, comp: so.comp}
-		n := len(served)
-		served = append(served, o)
+		o.key, o.inst = k, x
 		sp := &spans[x]
 		if sp.firstOp < 0 || o.ret < sp.firstRet {
 			sp.firstRet, sp.firstOp = o.ret, n
@@ -144,7 +158,7 @@ func (st *siStream) Result(ctx context.Context, pass *Pass) Result {
 			sp.lastCall, sp.lastOp = o.call, n
 		}
 	}
-	st.ok = nil
+	st.ok, st.keys, st.insts, st.keyNames, st.instNames = nil, nil, nil, nil, nil
 	unnamed := st.unnamed
 	if unnamed > 0 {
 		line := fmt.Sprintf("%d ok entity or next-id ops named no incarnation or singleton instance and were not checked", unnamed)
@@ -199,8 +213,8 @@ func (st *siStream) Result(ctx context.Context, pass *Pass) Result {
 	// firstRet passes; of those, only the two with the latest lastCall
 	// matter (the best one, or the runner-up when the best is Y itself).
 	var (
-		bad      int              // violating ops
-		badKeys  = map[int]bool{} // keys with a violation
+		bad      int                // violating ops
+		badKeys  = map[int32]bool{} // keys with a violation
 		pairs    = map[[2]int]bool{}
 		overlaps []servedOverlap
 		morePair int
@@ -226,7 +240,7 @@ func (st *siStream) Result(ctx context.Context, pass *Pass) Result {
 				}
 			}
 			x := best
-			if x == y.inst {
+			if x == int(y.inst) {
 				x = second
 			}
 			if x < 0 || spans[x].lastCall <= y.ret {
@@ -235,7 +249,7 @@ func (st *siStream) Result(ctx context.Context, pass *Pass) Result {
 			bad++
 			badKeys[key] = true
 			res.proven(max(y.ret, served[spans[x].lastOp].ret))
-			pr := [2]int{min(x, y.inst), max(x, y.inst)}
+			pr := [2]int{min(x, int(y.inst)), max(x, int(y.inst))}
 			if pairs[pr] {
 				continue
 			}
@@ -309,7 +323,7 @@ func tightest(served []servedOp, spans []instSpan, seg []int, yi, x int) servedO
 	before, after := spans[x].firstOp, spans[x].lastOp
 	for _, o := range seg {
 		s := &served[o]
-		if s.inst != x {
+		if int(s.inst) != x {
 			continue
 		}
 		if s.ret < y.call && s.ret > served[before].ret {

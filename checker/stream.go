@@ -242,7 +242,10 @@ func (s *outlineStream) Result(ctx context.Context, p *Pass) Result {
 // checkers' order and the history as far as it was held: its header,
 // truncation and fault and phase entries (what Detect and Ended read), or
 // every entry when a checker needed them.
-func CheckFile(ctx context.Context, path string, cs []Checker, outDir string) ([]Result, *history.File, error) {
+//
+// Each of observe also sees every entry (the report's counts and timeline,
+// say), so one pass serves them too.
+func CheckFile(ctx context.Context, path string, cs []Checker, outDir string, observe ...func(*history.Op)) ([]Result, *history.File, error) {
 	streams := make([]Stream, len(cs))
 	hold := false
 	for i, c := range cs {
@@ -270,6 +273,9 @@ func CheckFile(ctx context.Context, path string, cs []Checker, outDir string) ([
 				s.Observe(op)
 			}
 		}
+		for _, f := range observe {
+			f(op)
+		}
 		return ctx.Err()
 	})
 	if err != nil {
@@ -287,6 +293,7 @@ func CheckFile(ctx context.Context, path string, cs []Checker, outDir string) ([
 	for i, c := range cs {
 		if streams[i] != nil {
 			results[i] = streams[i].Result(ctx, pass)
+			streams[i] = nil // what it kept can go before the next one judges
 		} else {
 			results[i] = c.Check(ctx, h, outDir)
 		}

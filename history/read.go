@@ -160,26 +160,46 @@ func readLines(r io.Reader, what string, header, entry func(line []byte) error) 
 // Summarize counts the entries and the invocations left open. Each
 // process has at most one operation in flight.
 func (f *File) Summarize() Summary {
-	var s Summary
-	open := map[int]bool{}
-	for _, op := range f.Ops {
-		switch op.Kind {
-		case Invoke:
-			s.Invocations++
-			open[op.Process] = true
-		case OK:
-			s.OK++
-			delete(open, op.Process)
-		case Fail:
-			s.Fail++
-			delete(open, op.Process)
-		case Info:
-			s.Info++
-			delete(open, op.Process)
-		case Nemesis:
-			s.Nemesis++
-		}
+	var c Counter
+	for i := range f.Ops {
+		c.Observe(&f.Ops[i])
 	}
-	s.Open = len(open)
+	return c.Summary()
+}
+
+// Counter is Summarize for entries that stream past (Scan), without the
+// history.
+type Counter struct {
+	s    Summary
+	open map[int]bool
+}
+
+// Observe counts the next entry.
+func (c *Counter) Observe(op *Op) {
+	if c.open == nil {
+		c.open = map[int]bool{}
+	}
+	switch op.Kind {
+	case Invoke:
+		c.s.Invocations++
+		c.open[op.Process] = true
+	case OK:
+		c.s.OK++
+		delete(c.open, op.Process)
+	case Fail:
+		c.s.Fail++
+		delete(c.open, op.Process)
+	case Info:
+		c.s.Info++
+		delete(c.open, op.Process)
+	case Nemesis:
+		c.s.Nemesis++
+	}
+}
+
+// Summary is the counts so far.
+func (c *Counter) Summary() Summary {
+	s := c.s
+	s.Open = len(c.open)
 	return s
 }

@@ -169,14 +169,23 @@ func buildPage(root *os.Root, dir string, in Input) pageView {
 		p.HistoryNotes = append(p.HistoryNotes, "The history could not be read: the counts are those the run recorded, and there is no timeline.")
 	} else {
 		h := in.History
-		p.Counts = append(p.Counts, countRow{"entries", len(h.Ops), "every line after the header"})
+		entries := len(h.Ops)
+		if in.Analyzed != nil {
+			entries = in.Analyzed.Entries()
+		}
+		p.Counts = append(p.Counts, countRow{"entries", entries, "every line after the header"})
 		if h.Truncated {
 			p.HistoryNotes = append(p.HistoryNotes, "The history's last line was cut off (the harness stopped while writing it); it was left out.")
 		}
-		if len(h.Ops) == 0 {
+		if entries == 0 {
 			p.HistoryNotes = append(p.HistoryNotes, "The history has no entries.")
 		} else {
-			a := analyze(h)
+			var a *analysis
+			if in.Analyzed != nil {
+				a = in.Analyzed.analysis()
+			} else {
+				a = analyze(h)
+			}
 			p.Fs = a.Fs
 			for i := range p.Fs {
 				p.Fs[i].F = clip(p.Fs[i].F, 80)

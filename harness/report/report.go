@@ -56,6 +56,10 @@ type Input struct {
 	// History is the run's history; nil when it could not be read (the
 	// page then shows the counts of Summary only).
 	History *history.File
+	// Analyzed, when set, has seen every entry of the history as it
+	// streamed past (checker.CheckFile's pass), and History may then hold
+	// only its outline: the page is drawn from it, the history never held.
+	Analyzed *Analyzer
 	// Options is test.json as stored (any JSON; nil when missing).
 	Options json.RawMessage
 	// Rechecked, when set, is when `shardtest check` re-ran the checkers:

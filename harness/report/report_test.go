@@ -224,6 +224,31 @@ func TestWrite(t *testing.T) {
 				t.Fatal(err)
 			}
 			page := string(b)
+			if in.History != nil {
+				// The page drawn from a streaming pass over the history,
+				// with only its outline held, is the same page.
+				z := NewAnalyzer()
+				outline := &history.File{Header: in.History.Header, Truncated: in.History.Truncated}
+				for i := range in.History.Ops {
+					op := in.History.Ops[i]
+					z.Observe(&op)
+					if op.Kind == history.Nemesis || op.Kind == history.Phase {
+						outline.Ops = append(outline.Ops, op)
+					}
+				}
+				streamed := in
+				streamed.History, streamed.Analyzed = outline, z
+				if err := Write(dir, streamed); err != nil {
+					t.Fatal(err)
+				}
+				b2, err := os.ReadFile(filepath.Join(dir, IndexFile))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if string(b2) != page {
+					t.Errorf("the page from the streamed analysis differs from the page from the history")
+				}
+			}
 			for _, w := range tt.want {
 				if !strings.Contains(page, w) {
 					t.Errorf("page lacks %q", w)

@@ -108,75 +108,149 @@ type analysis struct {
 // analyze reads the history once. Its memory is bounded by the caps, not
 // by the history's size.
 func analyze(h *history.File) *analysis {
-	a := &analysis{}
+	z := NewAnalyzer()
 	for i := range h.Ops {
-		a.End = max(a.End, h.Ops[i].Time)
+		z.Observe(&h.Ops[i])
 	}
+	return z.analysis()
+}
+
+// Analyzer builds what the page shows of a history as its entries stream
+// past (the harness's checking pass feeds it), so the report never needs
+// the history held: per completion it keeps its time, kind and node row
+// (16 bytes), and buckets them once the history's end is known.
+type Analyzer struct {
+	a       analysis
+	entries int
+	nodeIdx map[string]int
+	other   bool
+	fIdx    map[string]int
+	otherF  *fStats
+	open    map[string]int // fault -> index in Intervals of its unhealed inject
+	comps   []completion
+	done    bool
+}
+
+// completion is a completion as the Analyzer keeps it: row is its node's
+// row, -1 for the shared one.
+type completion struct {
+	t    int64
+	row  int32
+	kind uint8
+}
+
+// kindName is the completion kind completion.kind codes.
+func kindName(k uint8) string {
+	switch k {
+	case 0:
+		return history.OK
+	case 1:
+		return history.Fail
+	}
+	return history.Info
+}
+
+// NewAnalyzer returns an empty Analyzer.
+func NewAnalyzer() *Analyzer {
+	return &Analyzer{nodeIdx: map[string]int{}, fIdx: map[string]int{}, open: map[string]int{}}
+}
+
+// Observe takes the next entry (it keeps nothing of op but copies).
+func (z *Analyzer) Observe(op *history.Op) {
+	a := &z.a
+	z.entries++
+	a.End = max(a.End, op.Time)
+	switch {
+	case op.Kind == history.Invoke:
+		a.fStat(z.fIdx, &z.otherF, op.F).Invocations++
+	case op.Completion():
+		a.fStat(z.fIdx, &z.otherF, op.F).add(op.Kind)
+		k := uint8(2)
+		switch op.Kind {
+		case history.OK:
+			k = 0
+		case history.Fail:
+			k = 1
+		}
+		z.comps = append(z.comps, completion{t: op.Time, row: int32(z.nodeRow(op.Node)), kind: k})
+	case op.Kind == history.Phase:
+		if len(a.Phases) < maxPhases {
+			a.Phases = append(a.Phases, phaseMark{op.F, op.Time})
+		} else {
+			a.MorePhases++
+		}
+	case op.Kind == history.Nemesis:
+		a.nemesis(op, z.open)
+	}
+}
+
+// Entries is how many entries it saw.
+func (z *Analyzer) Entries() int { return z.entries }
+
+// End is the latest entry time it saw.
+func (z *Analyzer) End() time.Duration { return time.Duration(z.a.End) }
+
+// nodeRow is the row of node: its own among the first maxNodeRows nodes,
+// else the shared one (-1).
+func (z *Analyzer) nodeRow(node string) int {
+	a := &z.a
+	k, ok := z.nodeIdx[node]
+	switch {
+	case ok && k >= 0:
+		return k
+	case !ok && len(a.Nodes) < maxNodeRows:
+		z.nodeIdx[node] = len(a.Nodes)
+		a.Nodes = append(a.Nodes, series{Name: node})
+		return len(a.Nodes) - 1
+	}
+	z.other = true
+	// Names merged are counted while the set stays small; past that the
+	// page says "N+" rather than keep a set as big as the history.
+	if !ok && len(z.nodeIdx) < 10*maxNodeRows {
+		z.nodeIdx[node] = -1
+		a.OtherNodes++
+	}
+	return -1
+}
+
+// analysis buckets the completions, once: later calls return the same.
+func (z *Analyzer) analysis() *analysis {
+	if z.done {
+		return &z.a
+	}
+	z.done = true
+	a := &z.a
 	a.Width = bucketWidth(a.End)
 	a.N = int(a.End/int64(a.Width)) + 1
 	a.All = series{Name: "all nodes", Buckets: make([]counts, a.N)}
-
-	nodeIdx := map[string]int{}
-	var other *series
-	fIdx := map[string]int{}
-	var otherF *fStats
-	open := map[string]int{} // fault -> index in Intervals of its unhealed inject
-	for i := range h.Ops {
-		op := &h.Ops[i]
-		switch {
-		case op.Kind == history.Invoke:
-			a.fStat(fIdx, &otherF, op.F).Invocations++
-		case op.Completion():
-			b := a.bucket(op.Time)
-			a.fStat(fIdx, &otherF, op.F).add(op.Kind)
-			a.All.Buckets[b].add(op.Kind)
-			a.All.Total.add(op.Kind)
-			s := a.nodeSeries(nodeIdx, &other, op.Node)
-			s.Buckets[b].add(op.Kind)
-			s.Total.add(op.Kind)
-		case op.Kind == history.Phase:
-			if len(a.Phases) < maxPhases {
-				a.Phases = append(a.Phases, phaseMark{op.F, op.Time})
-			} else {
-				a.MorePhases++
-			}
-		case op.Kind == history.Nemesis:
-			a.nemesis(op, open)
-		}
+	for i := range a.Nodes {
+		a.Nodes[i].Buckets = make([]counts, a.N)
 	}
+	var other *series
+	if z.other {
+		other = &series{Buckets: make([]counts, a.N)}
+	}
+	for _, c := range z.comps {
+		b, kind := a.bucket(c.t), kindName(c.kind)
+		a.All.Buckets[b].add(kind)
+		a.All.Total.add(kind)
+		s := other
+		if c.row >= 0 {
+			s = &a.Nodes[c.row]
+		}
+		s.Buckets[b].add(kind)
+		s.Total.add(kind)
+	}
+	z.comps = nil
 	sort.SliceStable(a.Nodes, func(i, j int) bool { return naturalLess(a.Nodes[i].Name, a.Nodes[j].Name) })
 	if other != nil {
 		other.Name = fmt.Sprintf("%d+ other nodes", a.OtherNodes)
 		a.Nodes = append(a.Nodes, *other)
 	}
-	if otherF != nil {
-		a.Fs = append(a.Fs, *otherF)
+	if z.otherF != nil {
+		a.Fs = append(a.Fs, *z.otherF)
 	}
 	return a
-}
-
-// nodeSeries is the row of node: its own among the first maxNodeRows
-// nodes, else the shared one. The pointer is good until the next call.
-func (a *analysis) nodeSeries(idx map[string]int, other **series, node string) *series {
-	k, ok := idx[node]
-	switch {
-	case ok && k >= 0:
-		return &a.Nodes[k]
-	case !ok && len(a.Nodes) < maxNodeRows:
-		idx[node] = len(a.Nodes)
-		a.Nodes = append(a.Nodes, series{Name: node, Buckets: make([]counts, a.N)})
-		return &a.Nodes[len(a.Nodes)-1]
-	}
-	if *other == nil {
-		*other = &series{Buckets: make([]counts, a.N)}
-	}
-	// Names merged are counted while the set stays small; past that the
-	// page says "N+" rather than keep a set as big as the history.
-	if !ok && len(idx) < 10*maxNodeRows {
-		idx[node] = -1
-		a.OtherNodes++
-	}
-	return *other
 }
 
 func (a *analysis) bucket(t int64) int {

@@ -189,8 +189,30 @@ type Result struct {
 // Check runs the workload's checkers, and the expectations of o, on a
 // stored run's history; their files (visualizations) go into dir.
 func Check(ctx context.Context, o Options, h *history.File, dir string) (checker.Verdict, []checker.Result) {
-	results := []checker.Result{}
-	var checkers []checker.Checker
+	checkers, results := o.checkers()
+	for _, c := range checkers {
+		results = append(results, c.Check(ctx, h, dir))
+	}
+	return judge(results, h)
+}
+
+// CheckFile is Check on the history in the run folder dir, in one pass
+// that does not hold the history (checker.CheckFile); observe see every
+// entry too. It returns the history as far as it was held (its outline).
+func CheckFile(ctx context.Context, o Options, dir string, observe ...func(*history.Op)) (checker.Verdict, []checker.Result, *history.File, error) {
+	checkers, results := o.checkers()
+	rs, h, err := checker.CheckFile(ctx, filepath.Join(dir, "history.jsonl"), checkers, dir, observe...)
+	if err != nil {
+		return checker.Unknown, nil, nil, err
+	}
+	v, all := judge(append(results, rs...), h)
+	return v, all, h, nil
+}
+
+// checkers are the workload's checkers and the expectations of o; results
+// holds the expectations that could not be built (unknown).
+func (o Options) checkers() (checkers []checker.Checker, results []checker.Result) {
+	results = []checker.Result{}
 	for _, c := range checker.ForWorkload(o.Workload) {
 		// A checker with nothing to judge in this implementation (no
 		// singleton, no coordinator) is left out rather than unknown.
@@ -209,9 +231,12 @@ func Check(ctx context.Context, o Options, h *history.File, dir string) (checker
 		}
 		checkers = append(checkers, c)
 	}
-	for _, c := range checkers {
-		results = append(results, c.Check(ctx, h, dir))
-	}
+	return checkers, results
+}
+
+// judge dates the violations and combines the verdicts; h needs only the
+// history's fault and phase entries.
+func judge(results []checker.Result, h *history.File) (checker.Verdict, []checker.Result) {
 	checker.Detect(results, h)
 	if ended, why := h.Ended(); !ended {
 		// What a history cut short does not show (a lost write the final
@@ -376,12 +401,14 @@ func (t *Test) Run(ctx context.Context, resultsRoot string) (Result, error) {
 	if err := hw.Close(); err != nil {
 		return res, err
 	}
-	h, err := history.ReadFile(filepath.Join(dir, "history.jsonl"))
+	var counter history.Counter
+	analyzed := report.NewAnalyzer()
+	verdict, checks, h, err := CheckFile(ctx, o, dir, counter.Observe, analyzed.Observe)
 	if err != nil {
 		return res, fmt.Errorf("reading back the history: %w", err)
 	}
-	res.Summary = h.Summarize()
-	res.Verdict, res.Checks = Check(ctx, o, h, dir)
+	res.Summary = counter.Summary()
+	res.Verdict, res.Checks = verdict, checks
 	res.Duration = time.Since(start)
 	if err := writeJSON(filepath.Join(dir, "results.json"), res); err != nil {
 		return res, err
@@ -390,7 +417,7 @@ func (t *Test) Run(ctx context.Context, resultsRoot string) (Result, error) {
 	// so a report that cannot be written is logged, not a failed run.
 	optJSON, _ := json.Marshal(o) // just written as test.json: it encodes
 	if err := report.Write(dir, report.Input{Test: res.Test, Started: res.Started, Duration: res.Duration,
-		Verdict: res.Verdict, Checks: res.Checks, Summary: res.Summary, History: h, Options: optJSON}); err != nil {
+		Verdict: res.Verdict, Checks: res.Checks, Summary: res.Summary, History: h, Analyzed: analyzed, Options: optJSON}); err != nil {
 		t.Log.Warn("writing the report", "err", err)
 	}
 	if ctx.Err() != nil {
