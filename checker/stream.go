@@ -5,8 +5,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"slices"
+	"time"
 
 	"github.com/shardtest/shardtest/history"
 )
@@ -242,10 +244,7 @@ func (s *outlineStream) Result(ctx context.Context, p *Pass) Result {
 // checkers' order and the history as far as it was held: its header,
 // truncation and fault and phase entries (what Detect and Ended read), or
 // every entry when a checker needed them.
-//
-// Each of observe also sees every entry (the report's counts and timeline,
-// say), so one pass serves them too.
-func CheckFile(ctx context.Context, path string, cs []Checker, outDir string, observe ...func(*history.Op)) ([]Result, *history.File, error) {
+func CheckFile(ctx context.Context, path string, cs []Checker, outDir string, opts FileOptions) ([]Result, *history.File, error) {
 	streams := make([]Stream, len(cs))
 	hold := false
 	for i, c := range cs {
@@ -260,9 +259,24 @@ func CheckFile(ctx context.Context, path string, cs []Checker, outDir string, ob
 		return nil, nil, fmt.Errorf("history: %w", err)
 	}
 	defer f.Close()
+	pr := Progress{Started: time.Now()}
+	if st, err := f.Stat(); err == nil {
+		pr.Total = st.Size()
+	}
+	report := func() {
+		if opts.Progress != nil {
+			pr.Elapsed = time.Since(pr.Started)
+			opts.Progress(pr)
+		}
+	}
+	cr := &countingReader{r: f}
 	var o outline
 	var all []history.Op
-	hdr, truncated, err := history.Scan(f, func(op *history.Op) error {
+	hdr, truncated, err := history.Scan(cr, func(op *history.Op) error {
+		if pr.Entries++; pr.Entries%(1<<16) == 0 {
+			pr.Read = cr.n
+			report()
+		}
 		if hold {
 			all = append(all, *op)
 		} else {
@@ -273,7 +287,7 @@ func CheckFile(ctx context.Context, path string, cs []Checker, outDir string, ob
 				s.Observe(op)
 			}
 		}
-		for _, f := range observe {
+		for _, f := range opts.Observe {
 			f(op)
 		}
 		return ctx.Err()
@@ -289,8 +303,11 @@ func CheckFile(ctx context.Context, path string, cs []Checker, outDir string, ob
 		h.Ops = all
 		pass = memoryPass(h)
 	}
+	pr.Read, pr.Done = cr.n, true
 	results := make([]Result, len(cs))
 	for i, c := range cs {
+		pr.Judging = c.Name()
+		report()
 		if streams[i] != nil {
 			results[i] = streams[i].Result(ctx, pass)
 			streams[i] = nil // what it kept can go before the next one judges
@@ -299,6 +316,60 @@ func CheckFile(ctx context.Context, path string, cs []Checker, outDir string, ob
 		}
 	}
 	return results, h, nil
+}
+
+// FileOptions are CheckFile's options.
+type FileOptions struct {
+	// Observe also see every entry (the report's counts and timeline,
+	// say), so one pass serves them too.
+	Observe []func(*history.Op)
+	// Progress, if set, is called every 65,536 entries of the pass and as
+	// each checker starts judging.
+	Progress func(Progress)
+}
+
+// Progress is how far a CheckFile has got.
+type Progress struct {
+	// Read of Total bytes of the file; Entries read so far; Done once the
+	// pass is over, when Judging names the checker now judging.
+	Read, Total int64
+	Entries     int64
+	Done        bool
+	Judging     string
+	Started     time.Time
+	Elapsed     time.Duration
+}
+
+// String says it in one line: how far, how fast, how long still.
+func (p Progress) String() string {
+	secs := p.Elapsed.Seconds()
+	if p.Done {
+		return fmt.Sprintf("read %d entries in %.1f s; judging: %s", p.Entries, secs, p.Judging)
+	}
+	line := fmt.Sprintf("reading: %d entries", p.Entries)
+	if secs > 0 {
+		line += fmt.Sprintf(", %.0f entries/s", float64(p.Entries)/secs)
+	}
+	if p.Total > 0 && p.Read > 0 {
+		frac := float64(p.Read) / float64(p.Total)
+		line += fmt.Sprintf(", %.0f%%", 100*frac)
+		if frac > 0.01 {
+			line += fmt.Sprintf(", about %.0f s left to read", secs*(1-frac)/frac)
+		}
+	}
+	return line
+}
+
+// countingReader counts the bytes read through it.
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(b []byte) (int, error) {
+	n, err := c.r.Read(b)
+	c.n += int64(n)
+	return n, err
 }
 
 // reread reads the entries of the history file at path with the given

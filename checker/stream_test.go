@@ -101,7 +101,7 @@ func TestCheckFileIsCheck(t *testing.T) {
 			if err := os.WriteFile(path, encode(t, h), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			got, outline, err := CheckFile(context.Background(), path, cs, "")
+			got, outline, err := CheckFile(context.Background(), path, cs, "", FileOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -132,4 +132,31 @@ func hasStreamersOnly(cs []Checker) bool {
 		}
 	}
 	return true
+}
+
+// TestCheckFileProgress: the pass reports how far it got, then each
+// checker as it starts judging, with every entry counted.
+func TestCheckFileProgress(t *testing.T) {
+	h := simRun(runOptions{seed: 7, clients: 8, entities: 20, ops: 40_000, step: 2_000_000, faultEvery: 2e9, faultLen: 5e8})
+	path := filepath.Join(t.TempDir(), "history.jsonl")
+	if err := os.WriteFile(path, encode(t, h), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var got []Progress
+	cs := []Checker{Linearizable{}, Liveness{}}
+	if _, _, err := CheckFile(context.Background(), path, cs, "", FileOptions{Progress: func(p Progress) { got = append(got, p) }}); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) < 3 || got[0].Done || got[0].Read <= 0 || got[0].Read > got[0].Total {
+		t.Fatalf("progress %+v", got)
+	}
+	last, judging := got[len(got)-1], got[len(got)-2]
+	if !last.Done || last.Judging != "liveness" || judging.Judging != "linearizable" || last.Entries != int64(len(h.Ops)) || last.Read != last.Total {
+		t.Fatalf("last progress %+v, before %+v (%d entries)", last, judging, len(h.Ops))
+	}
+	for _, p := range []Progress{got[0], last} {
+		if s := p.String(); !strings.Contains(s, "entries") {
+			t.Errorf("progress line %q", s)
+		}
+	}
 }

@@ -330,7 +330,12 @@ as for run.`,
 			// the report's timeline: it is never held whole.
 			var counter history.Counter
 			analyzed := report.NewAnalyzer()
-			verdict, results, h, err := run.CheckFile(cmd.Context(), o, dir, counter.Observe, analyzed.Observe)
+			fo := checker.FileOptions{Observe: []func(*history.Op){counter.Observe, analyzed.Observe}}
+			if isTerminal(cmd.ErrOrStderr()) {
+				fo.Progress = progressLine(cmd.ErrOrStderr())
+				defer fmt.Fprint(cmd.ErrOrStderr(), "\r\033[K")
+			}
+			verdict, results, h, err := run.CheckFile(cmd.Context(), o, dir, fo)
 			if err != nil {
 				return &exitError{exitCannotRun, err}
 			}
@@ -372,5 +377,29 @@ as for run.`,
 			}
 			return nil
 		},
+	}
+}
+
+// isTerminal reports whether w is a terminal (progress lines are for
+// people; CI logs get none).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// progressLine rewrites one line on w with the check's progress, at most
+// twice a second.
+func progressLine(w io.Writer) func(checker.Progress) {
+	var last time.Time
+	return func(p checker.Progress) {
+		if time.Since(last) < 500*time.Millisecond && !p.Done {
+			return
+		}
+		last = time.Now()
+		fmt.Fprintf(w, "\r\033[K%s", p)
 	}
 }

@@ -197,11 +197,11 @@ func Check(ctx context.Context, o Options, h *history.File, dir string) (checker
 }
 
 // CheckFile is Check on the history in the run folder dir, in one pass
-// that does not hold the history (checker.CheckFile); observe see every
-// entry too. It returns the history as far as it was held (its outline).
-func CheckFile(ctx context.Context, o Options, dir string, observe ...func(*history.Op)) (checker.Verdict, []checker.Result, *history.File, error) {
+// that does not hold the history (checker.CheckFile). It returns the
+// history as far as it was held (its outline).
+func CheckFile(ctx context.Context, o Options, dir string, fo checker.FileOptions) (checker.Verdict, []checker.Result, *history.File, error) {
 	checkers, results := o.checkers()
-	rs, h, err := checker.CheckFile(ctx, filepath.Join(dir, "history.jsonl"), checkers, dir, observe...)
+	rs, h, err := checker.CheckFile(ctx, filepath.Join(dir, "history.jsonl"), checkers, dir, fo)
 	if err != nil {
 		return checker.Unknown, nil, nil, err
 	}
@@ -403,7 +403,7 @@ func (t *Test) Run(ctx context.Context, resultsRoot string) (Result, error) {
 	}
 	var counter history.Counter
 	analyzed := report.NewAnalyzer()
-	verdict, checks, h, err := CheckFile(ctx, o, dir, counter.Observe, analyzed.Observe)
+	verdict, checks, h, err := CheckFile(ctx, o, dir, checker.FileOptions{Observe: []func(*history.Op){counter.Observe, analyzed.Observe}})
 	if err != nil {
 		return res, fmt.Errorf("reading back the history: %w", err)
 	}
