@@ -87,8 +87,20 @@ func TestCheckFileIsCheck(t *testing.T) {
 			op.Kind, op.Value, op.Error = history.Info, nil, "timeout: lost"
 		}
 	}
-	streaming := []Checker{Linearizable{}, SingleInstance{}, Liveness{}, Availability{}, Recovered{}}
-	mixed := append(slices.Clone(streaming), UniqueIDs{}) // one that needs the history held
+	// A duplicate id.
+	var firstID json.RawMessage
+	for i := range broken.Ops {
+		if op := &broken.Ops[i]; op.Kind == history.OK && strings.HasPrefix(string(op.Value), `{"id":`) {
+			if firstID == nil {
+				firstID = op.Value
+			} else if i > len(broken.Ops)/2 {
+				op.Value = firstID
+				break
+			}
+		}
+	}
+	streaming := []Checker{Linearizable{}, SingleInstance{}, Liveness{}, Availability{}, Recovered{}, UniqueIDs{}}
+	mixed := append(slices.Clone(streaming), AppendLog{}) // one that needs the history held
 	for _, tc := range []struct {
 		name string
 		h    *history.File
@@ -118,8 +130,8 @@ func TestCheckFileIsCheck(t *testing.T) {
 					invalid++
 				}
 			}
-			if name != "valid" && invalid < 3 {
-				t.Errorf("the broken history is invalid for %d checkers, want linearizable, single-instance and liveness", invalid)
+			if name != "valid" && invalid < 4 {
+				t.Errorf("the broken history is invalid for %d checkers, want linearizable, single-instance, liveness and unique-ids", invalid)
 			}
 		})
 	}

@@ -20,61 +20,94 @@ type UniqueIDs struct{}
 // Name implements Checker.
 func (UniqueIDs) Name() string { return "unique-ids" }
 
-// idOp is a next-id op that returned an id.
+// idOp is a next-id op that returned an id (40 bytes).
 type idOp struct {
 	id        int64
 	call, ret int64 // invocation and completion times
-	inv, comp int   // indexes into File.Ops
+	inv, comp opRef // entry indexes
 }
 
 // Check implements Checker.
-func (u UniqueIDs) Check(ctx context.Context, h *history.File, _ string) Result {
-	res := Result{Checker: u.Name(), Verdict: Unknown}
-	ops := h.Ops
-	pg := pairOps(ops, func(op *history.Op) bool { return op.F == "next-id" })
-	res.Evidence = append(res.Evidence, truncatedNote(h)...)
-	res.Evidence = append(res.Evidence, pg.evidence(ops)...)
-	if len(pg.pairs) == 0 {
+func (u UniqueIDs) Check(ctx context.Context, h *history.File, outDir string) Result {
+	return checkInMemory(ctx, u, h, outDir)
+}
+
+// Stream implements Streamer: per next-id op that returned an id, the id
+// and its interval.
+func (UniqueIDs) Stream(string) Stream {
+	st := &idStream{firstBad: -1}
+	st.pairs = newPairStream(func(op *history.Op) bool { return op.F == "next-id" }, st.pair)
+	return st
+}
+
+type idStream struct {
+	pairs                      *pairStream
+	got                        []idOp
+	n, fails, unknown, badJSON int
+	firstBad                   opRef
+}
+
+func (st *idStream) Observe(op *history.Op) { st.pairs.observe(op) }
+
+func (st *idStream) pair(inv, c *history.Op) {
+	st.n++
+	if c == nil {
+		st.unknown++
+		return
+	}
+	switch c.Kind {
+	case history.Fail:
+		st.fails++
+		return
+	case history.Info:
+		st.unknown++
+		return
+	}
+	id, ok := parseID(c.Value)
+	if !ok {
+		st.badJSON++
+		if st.firstBad < 0 {
+			st.firstBad = c.Index
+		}
+		return
+	}
+	st.got = append(st.got, idOp{id: id, call: inv.Time, ret: c.Time, inv: inv.Index, comp: c.Index})
+}
+
+func (st *idStream) Result(ctx context.Context, pass *Pass) Result {
+	st.pairs.finish()
+	res := Result{Checker: UniqueIDs{}.Name(), Verdict: Unknown}
+	res.Evidence = append(res.Evidence, pass.truncatedNote()...)
+	res.Evidence = append(res.Evidence, st.pairs.evidence()...)
+	if st.n == 0 {
 		res.Summary = "no next-id operations: nothing to check"
 		return res
 	}
-	var (
-		got                     = make([]idOp, 0, len(pg.pairs))
-		fails, unknown, badJSON int
-		firstBad                = -1
-	)
-	for _, p := range pg.pairs {
-		if p.comp < 0 {
-			unknown++
-			continue
-		}
-		c := &ops[p.comp]
-		switch c.Kind {
-		case history.Fail:
-			fails++
-			continue
-		case history.Info:
-			unknown++
-			continue
-		}
-		id, ok := parseID(c.Value)
-		if !ok {
-			badJSON++
-			if firstBad < 0 {
-				firstBad = p.comp
-			}
-			continue
-		}
-		got = append(got, idOp{id: id, call: ops[p.inv].Time, ret: c.Time, inv: p.inv, comp: p.comp})
+	got, fails, unknown, badJSON := st.got, st.fails, st.unknown, st.badJSON
+	st.got = nil
+	// In invocation order, as the ops were numbered before streaming.
+	slices.SortFunc(got, func(a, b idOp) int { return cmp.Compare(a.inv, b.inv) })
+	// The evidence: pairs of ops, described once the entries are read
+	// again.
+	type evidence struct {
+		dup  bool
+		a, b idOp
 	}
+	var evs []evidence
 	if err := ctx.Err(); err != nil {
 		res.Summary = "stopped: " + err.Error()
 		return res
 	}
-	counts := fmt.Sprintf("%d next-id ops: %d ok, %d failed, %d unknown", len(pg.pairs), len(got), fails, unknown)
+	counts := fmt.Sprintf("%d next-id ops: %d ok, %d failed, %d unknown", st.n, len(got), fails, unknown)
 	if badJSON > 0 {
 		counts += fmt.Sprintf(", %d with unreadable results", badJSON)
-		res.Evidence = append(res.Evidence, fmt.Sprintf("%d ok next-id results are not {\"id\": integer} (first: #%d %s); they were not checked", badJSON, ops[firstBad].Index, ops[firstBad].Value))
+		line := fmt.Sprintf("%d ok next-id results are not {\"id\": integer}", badJSON)
+		if ops, err := lookup(ctx, pass, st.firstBad); err != nil {
+			line += " (" + err.Error() + ")"
+		} else {
+			line += fmt.Sprintf(" (first: #%d %s)", st.firstBad, ops[st.firstBad].Value)
+		}
+		res.Evidence = append(res.Evidence, line+"; they were not checked")
 	}
 
 	// Duplicates: sort by id (then by completion, for stable evidence).
@@ -91,7 +124,7 @@ func (u UniqueIDs) Check(ctx context.Context, h *history.File, _ string) Result 
 		dups++
 		res.proven(max(a.ret, b.ret))
 		if dups <= maxEvidence {
-			res.Evidence = append(res.Evidence, fmt.Sprintf("id %d handed out twice: %s and %s", a.id, describeIDOp(ops, a), describeIDOp(ops, b)))
+			evs = append(evs, evidence{true, a, b})
 		}
 	}
 	if err := ctx.Err(); err != nil {
@@ -121,7 +154,26 @@ func (u UniqueIDs) Check(ctx context.Context, h *history.File, _ string) Result 
 			order++
 			res.proven(b.ret)
 			if order <= maxEvidence {
-				res.Evidence = append(res.Evidence, fmt.Sprintf("ids went backwards in real time: %s completed with id %d before %s was invoked, which got the smaller id %d", describeIDOp(ops, best), best.id, describeIDOp(ops, b), b.id))
+				evs = append(evs, evidence{false, best, b})
+			}
+		}
+	}
+	if len(evs) > 0 {
+		var refs []opRef
+		for _, e := range evs {
+			refs = append(refs, e.a.inv, e.a.comp, e.b.inv, e.b.comp)
+		}
+		ops, err := lookup(ctx, pass, refs...)
+		if err != nil {
+			res.Evidence = append(res.Evidence, err.Error())
+		}
+		for _, e := range evs {
+			switch {
+			case err != nil:
+			case e.dup:
+				res.Evidence = append(res.Evidence, fmt.Sprintf("id %d handed out twice: %s and %s", e.a.id, describeIDOp(ops, e.a), describeIDOp(ops, e.b)))
+			default:
+				res.Evidence = append(res.Evidence, fmt.Sprintf("ids went backwards in real time: %s completed with id %d before %s was invoked, which got the smaller id %d", describeIDOp(ops, e.a), e.a.id, describeIDOp(ops, e.b), e.b.id))
 			}
 		}
 	}
@@ -145,9 +197,9 @@ func (u UniqueIDs) Check(ctx context.Context, h *history.File, _ string) Result 
 }
 
 // describeIDOp names an op for the evidence.
-func describeIDOp(ops []history.Op, o idOp) string {
-	c := &ops[o.comp]
-	s := fmt.Sprintf("op #%d/#%d (process %d, node %s, invoked t=%d, ok t=%d", ops[o.inv].Index, c.Index, c.Process, ops[o.inv].Node, o.call, o.ret)
+func describeIDOp(ops map[int64]history.Op, o idOp) string {
+	c := ops[o.comp]
+	s := fmt.Sprintf("op #%d/#%d (process %d, node %s, invoked t=%d, ok t=%d", o.inv, o.comp, c.Process, ops[o.inv].Node, o.call, o.ret)
 	if c.Reply != nil && c.Reply.Singleton != "" {
 		s += ", singleton " + c.Reply.Singleton
 	}
