@@ -1,9 +1,11 @@
 package checker
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -36,50 +38,130 @@ type appended struct {
 }
 
 // Check implements Checker.
-func (AppendLog) Check(ctx context.Context, h *history.File, _ string) Result {
-	res := Result{Checker: "append-log"}
-	p := pairOps(h.Ops, func(op *history.Op) bool { return strings.HasPrefix(op.Entity, "log/") })
-	writes := map[string][]appended{}
-	lastRead := map[string][]protocol.LogEntry{}
-	lastReadAt := map[string]int64{}   // completion of the last read
-	lastReadCall := map[string]int64{} // and its invocation
-	var bad []string
-	for _, pr := range p.pairs {
-		inv := h.Ops[pr.inv]
-		var comp *history.Op
-		if pr.comp >= 0 {
-			comp = &h.Ops[pr.comp]
-		}
-		switch inv.F {
-		case "append", "tell":
-			var e protocol.LogEntry
-			if err := json.Unmarshal(inv.Value, &e); err != nil || e.Client == "" {
-				bad = append(bad, fmt.Sprintf("#%d: unreadable %s arguments %s", inv.Index, inv.F, inv.Value))
-				continue
-			}
-			a := appended{e: e, call: inv.Time, ret: -1, inv: inv.Index, tell: inv.F == "tell"}
-			if comp != nil && comp.Kind == history.Fail {
-				continue // definitely not appended
-			}
-			if comp != nil && comp.Kind == history.OK {
-				a.ret = comp.Time
-				a.sure = !a.tell
-			}
-			writes[inv.Entity] = append(writes[inv.Entity], a)
-		case "read":
-			if comp == nil || comp.Kind != history.OK {
-				continue
-			}
-			entries, why := logRead(comp)
-			if why != "" {
-				bad = append(bad, why)
-				continue
-			}
-			if comp.Time >= lastReadAt[inv.Entity] {
-				lastRead[inv.Entity], lastReadAt[inv.Entity], lastReadCall[inv.Entity] = entries, comp.Time, inv.Time
-			}
-		}
+func (c AppendLog) Check(ctx context.Context, h *history.File, outDir string) Result {
+	return checkInMemory(ctx, c, h, outDir)
+}
+
+// Stream implements Streamer: per log its appends and its last read.
+func (AppendLog) Stream(string) Stream {
+	st := &logStream{writes: map[string][]appended{}, reads: lastReads{}, clients: map[string]string{}}
+	st.pairs = newPairStream(func(op *history.Op) bool { return strings.HasPrefix(op.Entity, "log/") }, st.pair)
+	return st
+}
+
+// lastLogRead is a log's read that completed last (the later invocation
+// among equal times).
+type lastLogRead struct {
+	entries       []protocol.LogEntry
+	at, call, inv int64
+}
+
+// lastReads keeps each log's last read as the pairs stream past.
+type lastReads map[string]lastLogRead
+
+// read takes an ok read of a log; an unreadable one is bad evidence.
+func (r lastReads) read(inv, comp *history.Op, bad *badLines) {
+	entries, why := logRead(comp)
+	if why != "" {
+		bad.add(inv.Index, why)
+		return
 	}
+	if last, seen := r[inv.Entity]; seen && (comp.Time < last.at || comp.Time == last.at && inv.Index < last.inv) {
+		return
+	}
+	r[inv.Entity] = lastLogRead{entries: entries, at: comp.Time, call: inv.Time, inv: inv.Index}
+}
+
+// sentEntry reads the entry an append or tell sends, its client interned
+// in strs; an unreadable one is bad evidence.
+func sentEntry(inv *history.Op, strs map[string]string, bad *badLines) (protocol.LogEntry, bool) {
+	var e protocol.LogEntry
+	if err := json.Unmarshal(inv.Value, &e); err != nil || e.Client == "" {
+		bad.add(inv.Index, fmt.Sprintf("#%d: unreadable %s arguments %s", inv.Index, inv.F, inv.Value))
+		return e, false
+	}
+	e.Client = intern(strs, e.Client)
+	return e, true
+}
+
+// intern returns the copy of s in strs, adding it if new.
+func intern(strs map[string]string, s string) string {
+	if c, ok := strs[s]; ok {
+		return c
+	}
+	strs[s] = s
+	return s
+}
+
+// byInvocation sorts each list of m by invocation: pairs arrive in
+// completion order, and the checks and their evidence go in invocation
+// order.
+func byInvocation[K comparable, V any](m map[K][]V, inv func(V) int64) {
+	for _, vs := range m {
+		slices.SortFunc(vs, func(a, b V) int { return cmp.Compare(inv(a), inv(b)) })
+	}
+}
+
+// badLines are evidence of unreadable ops, listed in invocation order
+// whatever order the pairs came in.
+type badLines []badLine
+
+type badLine struct {
+	inv  int64
+	line string
+}
+
+func (b *badLines) add(inv int64, line string) { *b = append(*b, badLine{inv, line}) }
+
+func (b badLines) lines() []string {
+	slices.SortStableFunc(b, func(x, y badLine) int { return cmp.Compare(x.inv, y.inv) })
+	var out []string
+	for _, x := range b {
+		out = append(out, x.line)
+	}
+	return out
+}
+
+type logStream struct {
+	pairs   *pairStream
+	writes  map[string][]appended
+	reads   lastReads
+	clients map[string]string // interned client names
+	bad     badLines
+}
+
+func (st *logStream) Observe(op *history.Op) { st.pairs.observe(op) }
+
+func (st *logStream) pair(inv, comp *history.Op) {
+	switch inv.F {
+	case "append", "tell":
+		e, ok := sentEntry(inv, st.clients, &st.bad)
+		if !ok {
+			return
+		}
+		a := appended{e: e, call: inv.Time, ret: -1, inv: inv.Index, tell: inv.F == "tell"}
+		if comp != nil && comp.Kind == history.Fail {
+			return // definitely not appended
+		}
+		if comp != nil && comp.Kind == history.OK {
+			a.ret = comp.Time
+			a.sure = !a.tell
+		}
+		st.writes[inv.Entity] = append(st.writes[inv.Entity], a)
+	case "read":
+		if comp == nil || comp.Kind != history.OK {
+			return
+		}
+		st.reads.read(inv, comp, &st.bad)
+	}
+}
+
+func (st *logStream) Result(ctx context.Context, pass *Pass) Result {
+	st.pairs.finish()
+	res := Result{Checker: "append-log"}
+	writes := st.writes
+	byInvocation(writes, func(a appended) int64 { return a.inv })
+	bad := st.bad.lines()
 	entities := make([]string, 0, len(writes))
 	for e := range writes {
 		entities = append(entities, e)
@@ -99,7 +181,8 @@ func (AppendLog) Check(ctx context.Context, h *history.File, _ string) Result {
 			}
 		}
 		before := len(violations)
-		log, ok := lastRead[ent]
+		last, ok := st.reads[ent]
+		log := last.entries
 		if !ok {
 			for _, w := range ws {
 				if w.sure {
@@ -111,7 +194,7 @@ func (AppendLog) Check(ctx context.Context, h *history.File, _ string) Result {
 		}
 		// Appends acknowledged after the last read was sent may be missing
 		// from it: only appends completed before then must be there.
-		readAt := lastReadCall[ent]
+		readAt := last.call
 		pos := map[protocol.LogEntry]int{}
 		for i, e := range log {
 			if _, dup := pos[e]; dup {
@@ -155,11 +238,11 @@ func (AppendLog) Check(ctx context.Context, h *history.File, _ string) Result {
 		}
 		if len(violations) > before {
 			// The read that shows a violation proves it once it completed.
-			res.proven(lastReadAt[ent])
+			res.proven(last.at)
 		}
 	}
-	res.Evidence = append(res.Evidence, truncatedNote(h)...)
-	res.Evidence = append(res.Evidence, p.evidence(h.Ops)...)
+	res.Evidence = append(res.Evidence, pass.truncatedNote()...)
+	res.Evidence = append(res.Evidence, st.pairs.evidence()...)
 	res.Evidence = append(res.Evidence, limit(bad)...)
 	stats := fmt.Sprintf("%d logs, %d acknowledged appends; %d accepted tells and %d unknown appends not in the logs (allowed)", len(entities), sure, lostTells, lostUnknown)
 	switch {

@@ -1,9 +1,11 @@
 package checker
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -34,11 +36,47 @@ type msgKey struct {
 }
 
 // Check implements Checker.
-func (Delivery) Check(ctx context.Context, h *history.File, _ string) Result {
-	res := Result{Checker: "delivery"}
-	p := pairOps(h.Ops, func(op *history.Op) bool {
+func (d Delivery) Check(ctx context.Context, h *history.File, outDir string) Result {
+	return checkInMemory(ctx, d, h, outDir)
+}
+
+// Stream implements Streamer: it keeps the sends, flushes and reads of the
+// deliver workload (and nothing else of the history) and judges them in
+// invocation order, since a sender's flushes settle it in that order.
+func (Delivery) Stream(string) Stream {
+	st := &deliveryStream{}
+	st.pairs = newPairStream(func(op *history.Op) bool {
 		return strings.HasPrefix(op.Entity, "sender/") || strings.HasPrefix(op.Entity, "log/d")
-	})
+	}, st.pair)
+	return st
+}
+
+// heldPair is an invocation and its completion (nil: none), copied.
+type heldPair struct {
+	inv  history.Op
+	comp *history.Op
+}
+
+type deliveryStream struct {
+	pairs *pairStream
+	held  []heldPair
+}
+
+func (st *deliveryStream) Observe(op *history.Op) { st.pairs.observe(op) }
+
+func (st *deliveryStream) pair(inv, comp *history.Op) {
+	p := heldPair{inv: *inv}
+	if comp != nil {
+		c := *comp
+		p.comp = &c
+	}
+	st.held = append(st.held, p)
+}
+
+func (st *deliveryStream) Result(ctx context.Context, pass *Pass) Result {
+	st.pairs.finish()
+	slices.SortFunc(st.held, func(a, b heldPair) int { return cmp.Compare(a.inv.Index, b.inv.Index) })
+	res := Result{Checker: "delivery"}
 	type sent struct {
 		m      protocol.SenderSend
 		kind   string // ok, fail, info ("" never completed)
@@ -52,12 +90,8 @@ func (Delivery) Check(ctx context.Context, h *history.File, _ string) Result {
 	readCall := map[string]int64{}
 	readDone := map[string]int64{} // completion of the read in lastRead
 	var bad, violations []string
-	for _, pr := range p.pairs {
-		inv := h.Ops[pr.inv]
-		var comp *history.Op
-		if pr.comp >= 0 {
-			comp = &h.Ops[pr.comp]
-		}
+	for _, pr := range st.held {
+		inv, comp := pr.inv, pr.comp
 		switch inv.F {
 		case "send":
 			var m protocol.SenderSend
@@ -190,8 +224,9 @@ func (Delivery) Check(ctx context.Context, h *history.File, _ string) Result {
 			undecidedWhy = append(undecidedWhy, why)
 		}
 	}
-	res.Evidence = append(res.Evidence, truncatedNote(h)...)
-	res.Evidence = append(res.Evidence, p.evidence(h.Ops)...)
+	st.held = nil
+	res.Evidence = append(res.Evidence, pass.truncatedNote()...)
+	res.Evidence = append(res.Evidence, st.pairs.evidence()...)
 	res.Evidence = append(res.Evidence, limit(bad)...)
 	stats := fmt.Sprintf("%d sends (%d acknowledged, %d of them found in their logs), %d duplicate deliveries without de-duplication (allowed)", len(sends), acked, delivered, duplicates)
 	switch {

@@ -2,7 +2,6 @@ package checker
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
@@ -46,48 +45,58 @@ type sent struct {
 }
 
 // Check implements Checker.
-func (SenderOrder) Check(ctx context.Context, h *history.File, _ string) Result {
-	res := Result{Checker: "sender-order"}
-	p := pairOps(h.Ops, func(op *history.Op) bool { return strings.HasPrefix(op.Entity, "log/") })
-	// Per entity and sender, its accepted messages.
-	type senderKey struct{ entity, client string }
-	bySender := map[senderKey][]sent{}
-	lastRead := map[string][]protocol.LogEntry{}
-	lastReadAt := map[string]int64{}
-	var bad []string
-	for _, pr := range p.pairs {
-		inv := h.Ops[pr.inv]
-		if pr.comp < 0 {
-			continue
-		}
-		comp := h.Ops[pr.comp]
-		if comp.Kind != history.OK {
-			continue
-		}
-		switch inv.F {
-		case "append", "tell":
-			var e protocol.LogEntry
-			if err := json.Unmarshal(inv.Value, &e); err != nil || e.Client == "" {
-				bad = append(bad, fmt.Sprintf("#%d: unreadable %s arguments %s", inv.Index, inv.F, inv.Value))
-				continue
-			}
-			via := inv.Node
-			if comp.Reply != nil && comp.Reply.Incarnation != "" {
-				via = comp.Reply.Node + "@" + comp.Reply.Incarnation
-			}
-			k := senderKey{inv.Entity, e.Client}
-			bySender[k] = append(bySender[k], sent{e: e, call: inv.Time, ret: comp.Time, inv: inv.Index, f: inv.F, via: via})
-		case "read":
-			entries, why := logRead(&comp)
-			if why != "" {
-				bad = append(bad, why)
-				continue
-			}
-			if comp.Time >= lastReadAt[inv.Entity] {
-				lastRead[inv.Entity], lastReadAt[inv.Entity] = entries, comp.Time
-			}
-		}
+func (c SenderOrder) Check(ctx context.Context, h *history.File, outDir string) Result {
+	return checkInMemory(ctx, c, h, outDir)
+}
+
+// senderKey is a sender to one log.
+type senderKey struct{ entity, client string }
+
+// Stream implements Streamer: per log and sender its accepted messages,
+// and per log its last read.
+func (SenderOrder) Stream(string) Stream {
+	st := &senderStream{bySender: map[senderKey][]sent{}, reads: lastReads{}, strs: map[string]string{}}
+	st.pairs = newPairStream(func(op *history.Op) bool { return strings.HasPrefix(op.Entity, "log/") }, st.pair)
+	return st
+}
+
+type senderStream struct {
+	pairs    *pairStream
+	bySender map[senderKey][]sent
+	reads    lastReads
+	strs     map[string]string // interned clients and incarnations
+	bad      badLines
+}
+
+func (st *senderStream) Observe(op *history.Op) { st.pairs.observe(op) }
+
+func (st *senderStream) pair(inv, comp *history.Op) {
+	if comp == nil || comp.Kind != history.OK {
+		return
 	}
+	switch inv.F {
+	case "append", "tell":
+		e, ok := sentEntry(inv, st.strs, &st.bad)
+		if !ok {
+			return
+		}
+		via := inv.Node
+		if comp.Reply != nil && comp.Reply.Incarnation != "" {
+			via = intern(st.strs, comp.Reply.Node+"@"+comp.Reply.Incarnation)
+		}
+		k := senderKey{inv.Entity, e.Client}
+		st.bySender[k] = append(st.bySender[k], sent{e: e, call: inv.Time, ret: comp.Time, inv: inv.Index, f: inv.F, via: via})
+	case "read":
+		st.reads.read(inv, comp, &st.bad)
+	}
+}
+
+func (st *senderStream) Result(ctx context.Context, pass *Pass) Result {
+	st.pairs.finish()
+	res := Result{Checker: "sender-order"}
+	bySender := st.bySender
+	byInvocation(bySender, func(m sent) int64 { return m.inv })
+	bad := st.bad.lines()
 	keys := make([]senderKey, 0, len(bySender))
 	for k := range bySender {
 		keys = append(keys, k)
@@ -106,7 +115,8 @@ func (SenderOrder) Check(ctx context.Context, h *history.File, _ string) Result 
 			res.Verdict, res.Summary = Unknown, "stopped: "+ctx.Err().Error()
 			return res
 		}
-		log, ok := lastRead[k.entity]
+		last, ok := st.reads[k.entity]
+		log := last.entries
 		if !ok {
 			unread++
 			continue
@@ -171,12 +181,12 @@ func (SenderOrder) Check(ctx context.Context, h *history.File, _ string) Result 
 		}
 		if len(violations) > nViolations {
 			// The read that shows it proves it once it completed.
-			res.proven(lastReadAt[k.entity])
+			res.proven(last.at)
 		}
 		checkedPaths += len(paths)
 	}
-	res.Evidence = append(res.Evidence, truncatedNote(h)...)
-	res.Evidence = append(res.Evidence, p.evidence(h.Ops)...)
+	res.Evidence = append(res.Evidence, pass.truncatedNote()...)
+	res.Evidence = append(res.Evidence, st.pairs.evidence()...)
 	res.Evidence = append(res.Evidence, limit(bad)...)
 	stats := fmt.Sprintf("%d sender→entity tell paths (per accepting region), %d accepted messages found in the logs", checkedPaths, checkedMsgs)
 	switch {

@@ -100,7 +100,7 @@ func TestCheckFileIsCheck(t *testing.T) {
 		}
 	}
 	streaming := []Checker{Linearizable{}, SingleInstance{}, Liveness{}, Availability{}, Recovered{}, UniqueIDs{}}
-	mixed := append(slices.Clone(streaming), AppendLog{}) // one that needs the history held
+	mixed := append(slices.Clone(streaming), Passivated{Min: 1}) // one that needs the history held
 	for _, tc := range []struct {
 		name string
 		h    *history.File
