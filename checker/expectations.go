@@ -44,9 +44,9 @@ func (s faultSpan) String() string {
 // faultSpans are the injects (history.Faults) of the faults match accepts,
 // with their heals; failed injects are kept (callers skip them, saying
 // so); unhealed ones end at the end of the history.
-func faultSpans(ops []history.Op, match func(string) bool) []faultSpan {
+// end is the history's latest time (historyEnd).
+func faultSpans(ops []history.Op, end int64, match func(string) bool) []faultSpan {
 	all, _ := history.Faults(ops)
-	end := historyEnd(ops)
 	var spans []faultSpan
 	for _, f := range all {
 		if !match(f.Fault()) {
@@ -104,6 +104,20 @@ func (ShardsMoved) Name() string { return "shards-moved" }
 
 // Check implements Checker.
 func (c ShardsMoved) Check(ctx context.Context, h *history.File, dir string) Result {
+	return c.judge(ctx, h.Ops, historyEnd(h.Ops), dir)
+}
+
+// Stream implements Streamer: of the history it needs only the joins (and
+// its end); the rest is in the node events.
+func (c ShardsMoved) Stream(dir string) Stream {
+	s := &outlineStream{}
+	s.check = func(ctx context.Context, h *history.File) Result { return c.judge(ctx, h.Ops, s.o.latest, dir) }
+	return s
+}
+
+// judge checks the joins among ops (the history, or its outline), whose
+// latest time is end.
+func (c ShardsMoved) judge(ctx context.Context, ops []history.Op, end int64, dir string) Result {
 	res := Result{Checker: c.Name(), Verdict: Unknown}
 	want := c.Min
 	if want <= 0 {
@@ -112,7 +126,7 @@ func (c ShardsMoved) Check(ctx context.Context, h *history.File, dir string) Res
 	if err := ctx.Err(); err != nil {
 		return stopped(res, err)
 	}
-	spans := faultSpans(h.Ops, func(f string) bool { return f == "member:join" })
+	spans := faultSpans(ops, end, func(f string) bool { return f == "member:join" })
 	var notes []string
 	type join struct {
 		span   faultSpan
@@ -308,7 +322,7 @@ func (c ServedDuringFault) Check(ctx context.Context, h *history.File, _ string)
 	if err := ctx.Err(); err != nil {
 		return stopped(res, err)
 	}
-	spans := faultSpans(h.Ops, hasPrefix(c.Fault))
+	spans := faultSpans(h.Ops, historyEnd(h.Ops), hasPrefix(c.Fault))
 	if len(spans) == 0 {
 		res.Summary = fmt.Sprintf("nothing to judge: no fault named %s* was injected", c.Fault)
 		return res
@@ -475,7 +489,7 @@ func (c AnsweredAfterHeal) Check(ctx context.Context, h *history.File, _ string)
 	if err := ctx.Err(); err != nil {
 		return stopped(res, err)
 	}
-	spans := faultSpans(h.Ops, hasPrefix(c.Fault))
+	spans := faultSpans(h.Ops, historyEnd(h.Ops), hasPrefix(c.Fault))
 	if len(spans) == 0 {
 		res.Summary = fmt.Sprintf("nothing to judge: no fault named %s* was injected", c.Fault)
 		return res
@@ -576,25 +590,39 @@ type Passivated struct {
 func (Passivated) Name() string { return "passivated" }
 
 // Check implements Checker.
-func (c Passivated) Check(ctx context.Context, h *history.File, _ string) Result {
+func (c Passivated) Check(ctx context.Context, h *history.File, outDir string) Result {
+	return checkInMemory(ctx, c, h, outDir)
+}
+
+// Stream implements Streamer: per entity the incarnations that served it.
+func (c Passivated) Stream(string) Stream {
+	return &passivatedStream{c: c, incs: map[string]map[string]bool{}}
+}
+
+type passivatedStream struct {
+	c    Passivated
+	incs map[string]map[string]bool // entity -> incarnations that served it
+}
+
+func (st *passivatedStream) Observe(op *history.Op) {
+	if op.Kind != history.OK || op.Entity == "" || op.Reply == nil || op.Reply.EntityIncarnation == "" {
+		return
+	}
+	m := st.incs[op.Entity]
+	if m == nil {
+		m = map[string]bool{}
+		st.incs[op.Entity] = m
+	}
+	m[op.Reply.EntityIncarnation] = true
+}
+
+func (st *passivatedStream) Result(ctx context.Context, _ *Pass) Result {
+	c, incs := st.c, st.incs
 	res := Result{Checker: c.Name(), Verdict: Unknown}
 	if err := ctx.Err(); err != nil {
 		return stopped(res, err)
 	}
 	want := max(c.Min, 1)
-	incs := map[string]map[string]bool{} // entity -> incarnations that served it
-	for i := range h.Ops {
-		op := &h.Ops[i]
-		if op.Kind != history.OK || op.Entity == "" || op.Reply == nil || op.Reply.EntityIncarnation == "" {
-			continue
-		}
-		m := incs[op.Entity]
-		if m == nil {
-			m = map[string]bool{}
-			incs[op.Entity] = m
-		}
-		m[op.Reply.EntityIncarnation] = true
-	}
 	var again []string
 	most := 0
 	for e, m := range incs {

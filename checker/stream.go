@@ -194,11 +194,14 @@ func (p *pairStream) evidence() []string {
 type outline struct {
 	ops        []history.Op
 	final, end int64
-	hasFinal   bool
+	// latest is the latest time of any entry (end is the last entry's).
+	latest   int64
+	hasFinal bool
 }
 
 func (o *outline) observe(op *history.Op) {
 	o.end = op.Time
+	o.latest = max(o.latest, op.Time)
 	switch op.Kind {
 	case history.Nemesis, history.Phase:
 		o.ops = append(o.ops, *op)

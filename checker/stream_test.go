@@ -99,8 +99,8 @@ func TestCheckFileIsCheck(t *testing.T) {
 			}
 		}
 	}
-	streaming := []Checker{Linearizable{}, SingleInstance{}, Liveness{}, Availability{}, Recovered{}, UniqueIDs{}}
-	mixed := append(slices.Clone(streaming), Passivated{Min: 1}) // one that needs the history held
+	streaming := []Checker{Linearizable{}, SingleInstance{}, Liveness{}, Availability{}, Recovered{}, UniqueIDs{}, Passivated{Min: 1}, ShardsMoved{}}
+	mixed := append(slices.Clone(streaming), ServedDuringFault{Fault: "pause"}) // one that needs the history held
 	for _, tc := range []struct {
 		name string
 		h    *history.File
