@@ -35,6 +35,11 @@ type suiteRun struct {
 	Duration time.Duration `json:"duration_ns"`
 	// Invalid names the checkers that said invalid.
 	Invalid []string `json:"invalid,omitempty"`
+	// Try of Tries: with --with-bugs, a scenario whose bug needs a race
+	// (Scenario.BugTries) is run on further seeds until caught; a try
+	// that did not catch it, followed by another, fails nothing.
+	Try   int `json:"try,omitempty"`
+	Tries int `json:"tries,omitempty"`
 }
 
 func newTestAllCmd() *cobra.Command {
@@ -118,18 +123,38 @@ whenever a run was invalid, else 3, else 2.`,
 			worst := exitValid
 			for _, s := range scs {
 				for i := range testCount {
-					if cmd.Context().Err() != nil {
-						break
-					}
-					sr := suiteRun{Scenario: s.Name, Seed: seed + int64(i)}
+					tries := 1
 					if withBugs {
-						sr.Bug = s.Bug
+						tries = max(s.BugTries, 1)
 					}
-					jr, code := cfg.runScenario(cmd, s, &sr, withBugs)
-					worst = worse(worst, code)
-					runs = append(runs, sr)
-					junit = append(junit, jr)
-					fmt.Fprintln(out, sr.line())
+					for try := range tries {
+						if cmd.Context().Err() != nil {
+							break
+						}
+						// Further tries take seeds no other run of the
+						// suite takes.
+						sr := suiteRun{Scenario: s.Name, Seed: seed + int64(i) + int64(try)*bugTrySeedStep}
+						if withBugs {
+							sr.Bug = s.Bug
+							if tries > 1 {
+								sr.Try, sr.Tries = try+1, tries
+							}
+						}
+						jr, code := cfg.runScenario(cmd, s, &sr, withBugs)
+						again := withBugs && !sr.Caught && sr.Error == "" && sr.Skipped == "" && try+1 < tries
+						if again {
+							jr.Skipped = fmt.Sprintf("%s not caught at try %d of %d (it needs a race the system may win): tried again with seed %d",
+								s.Bug, try+1, tries, sr.Seed+bugTrySeedStep)
+						} else {
+							worst = worse(worst, code)
+						}
+						runs = append(runs, sr)
+						junit = append(junit, jr)
+						fmt.Fprintln(out, sr.line())
+						if !again {
+							break
+						}
+					}
 				}
 			}
 			if err := writeSuite(suiteDir, runs, junit, withBugs, worst, time.Since(started)); err != nil {
@@ -252,6 +277,9 @@ func (c suiteConfig) runScenario(cmd *cobra.Command, s scenario.Scenario, sr *su
 	return jr, exitInvalid
 }
 
+// bugTrySeedStep separates the seeds of a bug's further tries.
+const bugTrySeedStep = 1000
+
 // line is the run's line in test-all's output.
 func (r suiteRun) line() string {
 	what := string(r.Verdict)
@@ -264,6 +292,12 @@ func (r suiteRun) line() string {
 		what = "caught " + r.Bug
 	case r.Bug != "":
 		what = r.Bug + " NOT caught (verdict " + string(r.Verdict) + ")"
+	}
+	if r.Tries > 1 {
+		what += fmt.Sprintf(" (try %d of %d)", r.Try, r.Tries)
+	}
+	switch {
+	case r.Skipped != "" || r.Error != "" || r.Bug != "":
 	case len(r.Invalid) > 0:
 		what += " (" + strings.Join(r.Invalid, ", ") + ")"
 	}

@@ -55,6 +55,10 @@ type Scenario struct {
 	Bug     string
 	BugArgs []string
 	Checker string
+	// BugTries: the bug does damage only when the system loses a race,
+	// so --with-bugs runs it on up to this many seeds until it is caught
+	// (0 or 1: once). Measured catch rates are in docs/scenarios.md.
+	BugTries int
 	// Smoke: part of the quick subset CI runs on every change.
 	Smoke bool
 	// Docker: the schedule needs the Docker runtime (kernel packet
@@ -260,30 +264,11 @@ func Catalog() []Scenario {
 			// at the thaw about 30 requests wait in its sockets, racing
 			// the down notices that also waited; those served first reach
 			// the stale singleton, whose writes only the journal's fencing
-			// refuses. The race goes either way (singleton-no-fencing was
-			// caught in 3 of 5 seeds), so pause-oldest-unheard, which
-			// keeps the notices away, names that bug.
+			// refuses. The race goes either way: singleton-no-fencing was
+			// caught in 3 of 5 seeds, so --with-bugs tries up to 6.
 			Nodes: 3, Workload: "idgen", Entities: 1, Concurrency: 30, Limit: 40 * sec, OpTimeout: 30 * sec,
 			Schedule: []nemesis.Step{at(5*sec, "pause:oldest"), heal(25*sec, "pause:oldest")},
-		},
-		{
-			Name: "pause-oldest-unheard",
-			Danger: "the oldest is cut off from the other nodes and frozen past its downing; it thaws still cut off, so for " +
-				"1.5 s it hears nothing of its downing while clients reach its stale singleton: the timing assumption " +
-				"is broken on purpose, and only the journal's fencing stands between the two singletons' ids",
-			Holds: "the stale singleton's writes are refused (fenced): no id handed out twice, ids increase in real time " +
-				"(unique-ids); never two instances at once beyond the thawed node's first 2 s (singleton-events)",
-			Nodes: 3, Workload: "idgen", Entities: 1, Concurrency: 30, Limit: 40 * sec, OpTimeout: 30 * sec,
-			// The cut first: a frozen node cannot install its packet
-			// filter (local runtime). The others down it (failure
-			// detection, stable-after) and start the singleton after the
-			// margin, long before the thaw at 24 s; the cut heals 1.5 s
-			// after it, when the down notices arrive.
-			Schedule: []nemesis.Step{
-				at(4*sec, "partition:isolate-oldest"), at(4500*time.Millisecond, "pause:oldest"),
-				heal(24*sec, "pause:oldest"), heal(25500*time.Millisecond, "partition:isolate-oldest"),
-			},
-			Bug: "singleton-no-fencing", BugArgs: []string{"--bugs=singleton-no-fencing"}, Checker: "unique-ids",
+			Bug:      "singleton-no-fencing", BugArgs: []string{"--bugs=singleton-no-fencing"}, Checker: "unique-ids", BugTries: 6,
 		},
 		{
 			Name:   "clock-storm",
