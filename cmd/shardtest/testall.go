@@ -72,7 +72,10 @@ SHARDTEST_* settings in the environment.
 
 --with-bugs runs instead each scenario that names a deliberate bug of the
 reference node with that bug switched on: a run passes when the scenario's
-checker says invalid, i.e. the bug was caught.
+checker says invalid, i.e. the bug was caught. A bug that does damage only
+when the system loses a race is tried on further seeds (seed+1000, ...), up to
+the scenario's number of tries, until caught; a missed try followed by another
+is a skipped test case.
 
 Exit status: 0 every run valid (or, with --with-bugs, every bug caught);
 1 a run was invalid (or a bug went uncaught); 2 a run was unknown; 3 a run
