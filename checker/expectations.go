@@ -7,10 +7,12 @@ package checker
 // fault is unknown, never valid.
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -317,18 +319,87 @@ func servedKey(op *history.Op) string {
 const minServedWindow = time.Second
 
 // Check implements Checker.
-func (c ServedDuringFault) Check(ctx context.Context, h *history.File, _ string) Result {
+func (c ServedDuringFault) Check(ctx context.Context, h *history.File, outDir string) Result {
+	return checkInMemory(ctx, c, h, outDir)
+}
+
+// Stream implements Streamer: the outline, and per entity operation its
+// interval, key, node and whether it was served.
+func (c ServedDuringFault) Stream(string) Stream {
+	st := &servedStream{c: c, keys: idTable{}, nodes: idTable{}}
+	st.pairs = newPairStream(func(op *history.Op) bool { return servedKey(op) != "" }, st.pair)
+	return st
+}
+
+// idTable numbers strings in the order met.
+type idTable struct {
+	ids   map[string]int32
+	names []string
+}
+
+func (t *idTable) id(s string) int32 {
+	if t.ids == nil {
+		t.ids = map[string]int32{}
+	}
+	if i, ok := t.ids[s]; ok {
+		return i
+	}
+	i := int32(len(t.names))
+	t.ids[s] = i
+	t.names = append(t.names, s)
+	return i
+}
+
+// servedRec is an entity operation as ServedDuringFault keeps it: ret is
+// -1 when it never completed.
+type servedRec struct {
+	call, ret, inv int64
+	key, node      int32
+	ok             bool
+}
+
+// byInvokeTime orders records by invocation time, ties in invocation
+// order.
+func byInvokeTime[T any](recs []T, inv, call func(*T) int64) {
+	slices.SortFunc(recs, func(a, b T) int { return cmp.Compare(inv(&a), inv(&b)) })
+	slices.SortStableFunc(recs, func(a, b T) int { return cmp.Compare(call(&a), call(&b)) })
+}
+
+type servedStream struct {
+	c           ServedDuringFault
+	pairs       *pairStream
+	outline     outline
+	recs        []servedRec
+	keys, nodes idTable
+}
+
+func (st *servedStream) Observe(op *history.Op) {
+	st.outline.observe(op)
+	st.pairs.observe(op)
+}
+
+func (st *servedStream) pair(inv, comp *history.Op) {
+	r := servedRec{call: inv.Time, ret: -1, inv: inv.Index, key: st.keys.id(servedKey(inv)), node: st.nodes.id(inv.Node)}
+	if comp != nil {
+		r.ret, r.ok = comp.Time, comp.Kind == history.OK
+	}
+	st.recs = append(st.recs, r)
+}
+
+func (st *servedStream) Result(ctx context.Context, pass *Pass) Result {
+	st.pairs.finish()
+	c := st.c
 	res := Result{Checker: c.Name(), Verdict: Unknown}
 	if err := ctx.Err(); err != nil {
 		return stopped(res, err)
 	}
-	spans := faultSpans(h.Ops, historyEnd(h.Ops), hasPrefix(c.Fault))
+	spans := faultSpans(st.outline.ops, st.outline.latest, hasPrefix(c.Fault))
 	if len(spans) == 0 {
 		res.Summary = fmt.Sprintf("nothing to judge: no fault named %s* was injected", c.Fault)
 		return res
 	}
-	pg := pairOps(h.Ops, func(op *history.Op) bool { return servedKey(op) != "" })
-	pairs := sortedByInvoke(h.Ops, pg.pairs)
+	recs := st.recs
+	byInvokeTime(recs, func(r *servedRec) int64 { return r.inv }, func(r *servedRec) int64 { return r.call })
 	var notes, bad []string
 	windows, judgedWindows, badWindows := 0, 0, 0
 	for _, s := range spans {
@@ -355,26 +426,27 @@ func (c ServedDuringFault) Check(ctx context.Context, h *history.File, _ string)
 		}
 		ents := map[string]*entity{}
 		servedBy := map[string]bool{}
-		lo := sort.Search(len(pairs), func(i int) bool { return h.Ops[pairs[i].inv].Time >= from })
-		for i := lo; i < len(pairs) && h.Ops[pairs[i].inv].Time <= to; i++ {
+		lo := sort.Search(len(recs), func(i int) bool { return recs[i].call >= from })
+		for i := lo; i < len(recs) && recs[i].call <= to; i++ {
 			if i%4096 == 0 && ctx.Err() != nil {
 				return stopped(res, ctx.Err())
 			}
-			inv := &h.Ops[pairs[i].inv]
-			e := ents[servedKey(inv)]
+			r := &recs[i]
+			key, node := st.keys.names[r.key], st.nodes.names[r.node]
+			e := ents[key]
 			if e == nil {
 				e = &entity{nodes: map[string]bool{}}
-				ents[servedKey(inv)] = e
+				ents[key] = e
 			}
-			if pairs[i].comp < 0 || h.Ops[pairs[i].comp].Time > to {
+			if r.ret < 0 || r.ret > to {
 				e.inFlight++
 				continue
 			}
 			e.attempts++
-			e.nodes[inv.Node] = true
-			if h.Ops[pairs[i].comp].Kind == history.OK {
+			e.nodes[node] = true
+			if r.ok {
 				e.served = true
-				servedBy[inv.Node] = true
+				servedBy[node] = true
 			}
 		}
 		label := fmt.Sprintf("%s, judged from %.1f s to its heal at %.1f s", s, nsToSecs(from), nsToSecs(to))
@@ -419,8 +491,8 @@ func (c ServedDuringFault) Check(ctx context.Context, h *history.File, _ string)
 			res.proven(to)
 		}
 	}
-	res.Evidence = append(res.Evidence, truncatedNote(h)...)
-	res.Evidence = append(res.Evidence, pg.evidence(h.Ops)...)
+	res.Evidence = append(res.Evidence, pass.truncatedNote()...)
+	res.Evidence = append(res.Evidence, st.pairs.evidence()...)
 	res.Evidence = append(res.Evidence, limit(notes)...)
 	switch {
 	case len(bad) > 0:
@@ -454,13 +526,6 @@ func sortedKeys(m map[string]bool) []string {
 	return ks
 }
 
-// sortedByInvoke returns pairs ordered by invocation time (a copy).
-func sortedByInvoke(ops []history.Op, pairs []pair) []pair {
-	out := append([]pair(nil), pairs...)
-	sort.SliceStable(out, func(i, j int) bool { return ops[out[i].inv].Time < ops[out[j].inv].Time })
-	return out
-}
-
 // AnsweredAfterHeal checks the scenario's promise that requests needing
 // the cut-off resource (the journal) are answered, when the operation
 // timeout outlasts the fault: every client operation (not tells) invoked
@@ -484,22 +549,71 @@ type AnsweredAfterHeal struct {
 func (AnsweredAfterHeal) Name() string { return "answered-after-heal" }
 
 // Check implements Checker.
-func (c AnsweredAfterHeal) Check(ctx context.Context, h *history.File, _ string) Result {
+func (c AnsweredAfterHeal) Check(ctx context.Context, h *history.File, outDir string) Result {
+	return checkInMemory(ctx, c, h, outDir)
+}
+
+// Stream implements Streamer: the outline, and per operation its interval
+// and whether the node answered.
+func (c AnsweredAfterHeal) Stream(string) Stream {
+	st := &answeredStream{c: c}
+	st.pairs = newPairStream(func(op *history.Op) bool { return op.F != "tell" }, st.pair)
+	return st
+}
+
+// answeredRec is an operation as AnsweredAfterHeal keeps it: comp is -1
+// when it never completed; silent, when its completion carries no reply.
+type answeredRec struct {
+	call, ret, inv, comp int64
+	silent               bool
+}
+
+type answeredStream struct {
+	c       AnsweredAfterHeal
+	pairs   *pairStream
+	outline outline
+	recs    []answeredRec
+}
+
+func (st *answeredStream) Observe(op *history.Op) {
+	st.outline.observe(op)
+	st.pairs.observe(op)
+}
+
+func (st *answeredStream) pair(inv, comp *history.Op) {
+	r := answeredRec{call: inv.Time, ret: -1, inv: inv.Index, comp: -1}
+	if comp != nil {
+		r.ret, r.comp, r.silent = comp.Time, comp.Index, comp.Kind == history.Info && !comp.Answered()
+	}
+	st.recs = append(st.recs, r)
+}
+
+// lostOp is an operation that got no answer during fault span.
+type lostOp struct {
+	span int
+	rec  answeredRec
+}
+
+func (st *answeredStream) Result(ctx context.Context, pass *Pass) Result {
+	st.pairs.finish()
+	c := st.c
 	res := Result{Checker: c.Name(), Verdict: Unknown}
 	if err := ctx.Err(); err != nil {
 		return stopped(res, err)
 	}
-	spans := faultSpans(h.Ops, historyEnd(h.Ops), hasPrefix(c.Fault))
+	h := st.outline.file(pass)
+	spans := faultSpans(h.Ops, st.outline.latest, hasPrefix(c.Fault))
 	if len(spans) == 0 {
 		res.Summary = fmt.Sprintf("nothing to judge: no fault named %s* was injected", c.Fault)
 		return res
 	}
-	pg := pairOps(h.Ops, func(op *history.Op) bool { return op.F != "tell" })
-	pairs := sortedByInvoke(h.Ops, pg.pairs)
-	var notes, bad []string
+	recs := st.recs
+	byInvokeTime(recs, func(r *answeredRec) int64 { return r.inv }, func(r *answeredRec) int64 { return r.call })
+	var notes []string
+	var lostOps []lostOp
 	judged, skipped := 0, 0
 	ended, _ := h.Ended()
-	for _, s := range spans {
+	for si, s := range spans {
 		if err := ctx.Err(); err != nil {
 			return stopped(res, err)
 		}
@@ -518,54 +632,74 @@ func (c AnsweredAfterHeal) Check(ctx context.Context, h *history.File, _ string)
 		// From when the cut had taken effect everywhere: an operation
 		// already under way then may have had its request to the
 		// resource cut midway, and its outcome is honestly unknown.
-		lo := sort.Search(len(pairs), func(i int) bool { return h.Ops[pairs[i].inv].Time >= s.at })
-		for i := lo; i < len(pairs) && h.Ops[pairs[i].inv].Time <= s.healAt; i++ {
+		lo := sort.Search(len(recs), func(i int) bool { return recs[i].call >= s.at })
+		for i := lo; i < len(recs) && recs[i].call <= s.healAt; i++ {
 			if i%4096 == 0 && ctx.Err() != nil {
 				return stopped(res, ctx.Err())
 			}
-			inv := &h.Ops[pairs[i].inv]
-			what := ""
+			r := recs[i]
 			switch {
-			case pairs[i].comp < 0 && !ended:
+			case r.comp < 0 && !ended:
 				skipped++
 				continue
-			case pairs[i].comp < 0:
-				what = "never completed"
-			case h.Ops[pairs[i].comp].Kind == history.Info && !h.Ops[pairs[i].comp].Answered():
-				comp := &h.Ops[pairs[i].comp]
-				what = fmt.Sprintf("no reply by %.3f s: %s", nsToSecs(comp.Time), comp.Error)
-			}
-			n++
-			if what == "" {
+			case r.comp >= 0 && !r.silent:
+				n++
 				continue
 			}
+			n++
 			lost++
-			if pairs[i].comp >= 0 {
-				res.proven(h.Ops[pairs[i].comp].Time)
+			if r.comp >= 0 {
+				res.proven(r.ret)
 			} else {
-				res.proven(historyEnd(h.Ops))
+				res.proven(st.outline.latest)
+			}
+			lostOps = append(lostOps, lostOp{si, r})
+		}
+		judged += n
+		notes = append(notes, fmt.Sprintf("%s (began %.3f s), healed at %.1f s: %d of %d operations invoked after it took effect answered", s, nsToSecs(s.began), nsToSecs(s.healAt), n-lost, n))
+	}
+	// The evidence of the first lost operations, their entries read again.
+	var bad []string
+	if len(lostOps) > 0 {
+		var refs []opRef
+		for _, l := range lostOps[:min(len(lostOps), maxEvidence)] {
+			refs = append(refs, l.rec.inv, l.rec.comp)
+		}
+		ops, err := lookup(ctx, pass, refs...)
+		for k, l := range lostOps {
+			if k == maxEvidence || err != nil {
+				if err != nil {
+					bad = append(bad, err.Error())
+				}
+				if more := len(lostOps) - k; more > 0 {
+					bad = append(bad, fmt.Sprintf("... and %d more", more))
+				}
+				break
+			}
+			s, inv := spans[l.span], ops[l.rec.inv]
+			what := "never completed"
+			if l.rec.comp >= 0 {
+				what = fmt.Sprintf("no reply by %.3f s: %s", nsToSecs(l.rec.ret), ops[l.rec.comp].Error)
 			}
 			ent := inv.Entity
 			if ent == "" {
 				ent = "-"
 			}
 			bad = append(bad, fmt.Sprintf("%s, healed at %.1f s: %s %s (#%d, process %d, node %s) invoked at %.3f s got no answer: %s",
-				s, nsToSecs(s.healAt), inv.F, ent, inv.Index, inv.Process, inv.Node, nsToSecs(inv.Time), what))
+				s, nsToSecs(s.healAt), inv.F, ent, l.rec.inv, inv.Process, inv.Node, nsToSecs(l.rec.call), what))
 		}
-		judged += n
-		notes = append(notes, fmt.Sprintf("%s (began %.3f s), healed at %.1f s: %d of %d operations invoked after it took effect answered", s, nsToSecs(s.began), nsToSecs(s.healAt), n-lost, n))
 	}
-	res.Evidence = append(res.Evidence, truncatedNote(h)...)
-	res.Evidence = append(res.Evidence, pg.evidence(h.Ops)...)
+	res.Evidence = append(res.Evidence, pass.truncatedNote()...)
+	res.Evidence = append(res.Evidence, st.pairs.evidence()...)
 	if skipped > 0 {
 		res.Evidence = append(res.Evidence, fmt.Sprintf("%d operations with no completion in the cut-off history were not judged", skipped))
 	}
 	res.Evidence = append(res.Evidence, limit(notes)...)
 	switch {
-	case len(bad) > 0:
+	case len(lostOps) > 0:
 		res.Verdict = Invalid
-		res.Summary = fmt.Sprintf("%d of %d operations invoked during %s* faults got no answer", len(bad), judged, c.Fault)
-		res.Evidence = append(res.Evidence, limit(bad)...)
+		res.Summary = fmt.Sprintf("%d of %d operations invoked during %s* faults got no answer", len(lostOps), judged, c.Fault)
+		res.Evidence = append(res.Evidence, bad...)
 	case judged == 0:
 		res.Summary = fmt.Sprintf("nothing to judge: no operation was invoked during the %d %s* faults", len(spans), c.Fault)
 	default:

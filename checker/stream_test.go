@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -99,8 +100,9 @@ func TestCheckFileIsCheck(t *testing.T) {
 			}
 		}
 	}
-	streaming := []Checker{Linearizable{}, SingleInstance{}, Liveness{}, Availability{}, Recovered{}, UniqueIDs{}, Passivated{Min: 1}, ShardsMoved{}}
-	mixed := append(slices.Clone(streaming), ServedDuringFault{Fault: "pause"}) // one that needs the history held
+	streaming := []Checker{Linearizable{}, SingleInstance{}, Liveness{}, Availability{}, Recovered{}, UniqueIDs{}, Passivated{Min: 1}, ShardsMoved{},
+		ServedDuringFault{Fault: "partition:", Settle: 1e8}, AnsweredAfterHeal{Fault: "pause:"}, AnsweredAfterHeal{Fault: "kill:"}}
+	mixed := append(slices.Clone(streaming), heldChecker{}) // one that needs the history held
 	for _, tc := range []struct {
 		name string
 		h    *history.File
@@ -171,4 +173,73 @@ func TestCheckFileProgress(t *testing.T) {
 			t.Errorf("progress line %q", s)
 		}
 	}
+}
+
+// The pairer the checkers used before they streamed, kept as the oracle
+// TestPairStreamIsPairOps holds pairStream to.
+
+// pair is an invocation and its completion, as indexes into File.Ops;
+// comp is -1 when the invocation never completed.
+type pair struct {
+	inv, comp int
+}
+
+// pairing is what pairOps found.
+type pairing struct {
+	pairs []pair
+	// orphans are completions with no open invocation on their process;
+	// mismatched are completions whose f or entity differ from their
+	// invocation's (both ignored; counted for the evidence).
+	orphans, mismatched int
+	firstOrphan         int
+}
+
+// pairOps pairs every invocation for which keep is true with its
+// process's next completion. Each process has at most one op in flight; an
+// invocation on a process that already has one open leaves the earlier one
+// open (unknown).
+func pairOps(ops []history.Op, keep func(*history.Op) bool) pairing {
+	p := pairing{firstOrphan: -1}
+	open := make(map[int]int) // process -> index in p.pairs, or -1 when not kept
+	for i := range ops {
+		op := &ops[i]
+		switch {
+		case op.Kind == history.Invoke:
+			if keep(op) {
+				open[op.Process] = len(p.pairs)
+				p.pairs = append(p.pairs, pair{inv: i, comp: -1})
+			} else {
+				open[op.Process] = -1
+			}
+		case op.Completion():
+			k, ok := open[op.Process]
+			if !ok {
+				p.orphans++
+				if p.firstOrphan < 0 {
+					p.firstOrphan = i
+				}
+				continue
+			}
+			delete(open, op.Process)
+			if k < 0 {
+				continue
+			}
+			inv := &ops[p.pairs[k].inv]
+			if op.F != "" && op.F != inv.F || op.Entity != "" && op.Entity != inv.Entity {
+				p.mismatched++
+			}
+			p.pairs[k].comp = i
+		}
+	}
+	return p
+}
+
+// heldChecker is a checker that does not stream: CheckFile must hold the
+// history for it.
+type heldChecker struct{}
+
+func (heldChecker) Name() string { return "held" }
+
+func (heldChecker) Check(_ context.Context, h *history.File, _ string) Result {
+	return Result{Checker: "held", Verdict: Valid, Summary: fmt.Sprintf("%d entries", len(h.Ops))}
 }
