@@ -56,7 +56,7 @@ func (l Liveness) Check(ctx context.Context, h *history.File, outDir string) Res
 // Stream implements Streamer: the outline (fault and phase entries) and
 // every operation's interval, in a few words each.
 func (Liveness) Stream(string) Stream {
-	st := &liveStream{nodes: map[string]int32{}}
+	st := &liveStream{}
 	st.pairs = newPairStream(func(op *history.Op) bool { return op.F != "tell" }, st.pair)
 	return st
 }
@@ -66,16 +66,15 @@ func (Liveness) Stream(string) Stream {
 type liveOp struct {
 	from, to  int64
 	inv, comp opRef
-	node      int32 // into liveStream.nodeNames
+	node      int32 // into liveStream.nodes
 	answered  bool
 }
 
 type liveStream struct {
-	pairs     *pairStream
-	ops       []liveOp
-	nodes     map[string]int32
-	nodeNames []string
-	outline   outline
+	pairs   *pairStream
+	ops     []liveOp
+	nodes   idTable
+	outline outline
 }
 
 func (st *liveStream) Observe(op *history.Op) {
@@ -84,13 +83,7 @@ func (st *liveStream) Observe(op *history.Op) {
 }
 
 func (st *liveStream) pair(inv, comp *history.Op) {
-	n, ok := st.nodes[inv.Node]
-	if !ok {
-		n = int32(len(st.nodeNames))
-		st.nodes[inv.Node] = n
-		st.nodeNames = append(st.nodeNames, inv.Node)
-	}
-	o := liveOp{from: inv.Time, to: -1, inv: inv.Index, comp: -1, node: n}
+	o := liveOp{from: inv.Time, to: -1, inv: inv.Index, comp: -1, node: st.nodes.id(inv.Node)}
 	if comp != nil {
 		o.to, o.comp, o.answered = comp.Time, comp.Index, comp.Kind != history.Info
 	}
@@ -193,7 +186,7 @@ func (st *liveStream) Result(ctx context.Context, pass *Pass) Result {
 			continue // the harness stopped: no answer was awaited to the end
 		}
 		if excusedAt(o.from, to) || slices.ContainsFunc(leaving, func(w nodeWindow) bool {
-			return w.node == st.nodeNames[o.node] && w.from <= to && o.from <= w.to
+			return w.node == st.nodes.names[o.node] && w.from <= to && o.from <= w.to
 		}) {
 			excusedN++
 			continue

@@ -63,7 +63,7 @@ func (s SingleInstance) Check(ctx context.Context, h *history.File, outDir strin
 // Stream implements Streamer: every ok op that names its server, in a
 // few words each.
 func (s SingleInstance) Stream(string) Stream {
-	st := &siStream{firstUnnamed: -1, keys: map[string]int32{}, insts: map[instID]int32{}}
+	st := &siStream{firstUnnamed: -1, insts: map[instID]int32{}}
 	st.pairs = newPairStream(func(op *history.Op) bool { return op.Entity != "" || op.F == "next-id" }, st.pair)
 	return st
 }
@@ -79,8 +79,7 @@ type okServed struct {
 type siStream struct {
 	pairs        *pairStream
 	ok           []okServed
-	keys         map[string]int32
-	keyNames     []string
+	keys         idTable
 	insts        map[instID]int32
 	instNames    []string
 	unnamed      int // ok ops that named no server
@@ -103,12 +102,7 @@ func (st *siStream) pair(inv, comp *history.Op) {
 		}
 		return
 	}
-	k, found := st.keys[key]
-	if !found {
-		k = int32(len(st.keyNames))
-		st.keys[key] = k
-		st.keyNames = append(st.keyNames, key)
-	}
+	k := st.keys.id(key)
 	id := instID{int(k), inst}
 	x, found := st.insts[id]
 	if !found {
@@ -132,7 +126,7 @@ func (st *siStream) Result(ctx context.Context, pass *Pass) Result {
 		served   = st.ok
 		spans    []instSpan
 		keyNames []string
-		keyIDs   = slices.Repeat([]int32{-1}, len(st.keyNames))
+		keyIDs   = slices.Repeat([]int32{-1}, len(st.keys.names))
 		instIDs  = slices.Repeat([]int32{-1}, len(st.instNames))
 	)
 	for n := range served {
@@ -141,7 +135,7 @@ func (st *siStream) Result(ctx context.Context, pass *Pass) Result {
 		if k < 0 {
 			k = int32(len(keyNames))
 			keyIDs[o.key] = k
-			keyNames = append(keyNames, st.keyNames[o.key])
+			keyNames = append(keyNames, st.keys.names[o.key])
 		}
 		x := instIDs[o.inst]
 		if x < 0 {
@@ -158,7 +152,7 @@ func (st *siStream) Result(ctx context.Context, pass *Pass) Result {
 			sp.lastCall, sp.lastOp = o.call, n
 		}
 	}
-	st.ok, st.keys, st.insts, st.keyNames, st.instNames = nil, nil, nil, nil, nil
+	st.ok, st.keys, st.insts, st.instNames = nil, idTable{}, nil, nil
 	unnamed := st.unnamed
 	if unnamed > 0 {
 		line := fmt.Sprintf("%d ok entity or next-id ops named no incarnation or singleton instance and were not checked", unnamed)
