@@ -47,11 +47,38 @@ type testNode struct {
 	err    error
 }
 
+// testLogger logs to stderr with SHARDTEST_TEST_LOG set; otherwise it keeps
+// the last lines in memory and prints them only if the test fails, so that
+// a failure seen once in CI (a node stuck joining) comes with its cause.
 func testLogger(t testing.TB) *slog.Logger {
 	if os.Getenv("SHARDTEST_TEST_LOG") != "" {
 		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
-	return slog.New(slog.NewTextHandler(io.Discard, nil))
+	tail := &logTail{max: 300}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("last %d log lines of a node:\n%s", len(tail.lines), strings.Join(tail.lines, ""))
+		}
+	})
+	return slog.New(slog.NewTextHandler(tail, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+// logTail is an io.Writer that keeps the last max lines written to it
+// (slog's handlers write one record per call).
+type logTail struct {
+	mu    sync.Mutex
+	max   int
+	lines []string
+}
+
+func (l *logTail) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.lines) == l.max {
+		l.lines = append(l.lines[:0], l.lines[1:]...)
+	}
+	l.lines = append(l.lines, string(p))
+	return len(p), nil
 }
 
 // freePort finds a port free for both TCP and UDP on 127.0.0.1.
@@ -87,16 +114,53 @@ func newTestCluster(t testing.TB, size int, mods ...func(*Config)) *testCluster 
 		tc.seeds = append(tc.seeds, fmt.Sprintf("127.0.0.1:%d", port))
 		_ = i
 	}
-	for i := range size {
+	tc.startReady("n1", 0)
+	for i := 1; i < size; i++ {
 		tc.start(fmt.Sprintf("n%d", i+1), i)
-		if i == 0 {
-			tc.waitReady(tc.nodes[0])
+	}
+	for i := 1; i < size; i++ {
+		err := tc.ready(tc.nodes[i], 20*time.Second)
+		if errors.Is(err, errPortTaken) {
+			tc.t.Logf("%v; moving it to another port", err)
+			tc.moveSeed(i)
+			tc.startReady(tc.nodes[i].name, i)
+		} else if err != nil {
+			t.Fatal(err)
 		}
 	}
-	for _, tn := range tc.nodes {
-		tc.waitReady(tn)
-	}
 	return tc
+}
+
+// errPortTaken: a node could not bind the gossip port freePort found free,
+// because another process (a parallel test package, a container's
+// published port) took it in between.
+var errPortTaken = errors.New("gossip port taken")
+
+// startReady starts node name on seed i's port and waits until it is ready;
+// if another process took the port in between, it moves seed i to a fresh
+// port and tries again.
+func (tc *testCluster) startReady(name string, i int) {
+	tc.t.Helper()
+	for try := 0; ; try++ {
+		tn := tc.start(name, i)
+		err := tc.ready(tn, 20*time.Second)
+		if err == nil {
+			return
+		}
+		if !errors.Is(err, errPortTaken) || try == 4 {
+			tc.t.Fatal(err)
+		}
+		tc.t.Logf("%v; moving it to another port", err)
+		tc.moveSeed(i)
+	}
+}
+
+// moveSeed gives seed i a fresh port. The seed list is replaced, not changed
+// in place: nodes started before hold the old one.
+func (tc *testCluster) moveSeed(i int) {
+	seeds := slices.Clone(tc.seeds)
+	seeds[i] = fmt.Sprintf("127.0.0.1:%d", freePort(tc.t))
+	tc.seeds = seeds
 }
 
 func fastConfig() Config {
@@ -170,13 +234,33 @@ func (tc *testCluster) crash(tn *testNode) {
 
 func (tc *testCluster) waitReady(tn *testNode) {
 	tc.t.Helper()
-	eventually(tc.t, 20*time.Second, func() error {
+	if err := tc.ready(tn, 20*time.Second); err != nil {
+		tc.t.Fatal(err)
+	}
+}
+
+// ready waits until tn is ready, and says why not if it stopped or the
+// timeout passed.
+func (tc *testCluster) ready(tn *testNode, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
 		st := tn.n.Status()
-		if !st.Ready {
-			return fmt.Errorf("%s not ready: %s", tn.name, st.Self.Status)
+		if st.Ready {
+			return nil
 		}
-		return nil
-	})
+		select {
+		case <-tn.done:
+			if tn.err != nil && strings.Contains(tn.err.Error(), "address already in use") {
+				return fmt.Errorf("%s: %w: %v", tn.name, errPortTaken, tn.err)
+			}
+			return fmt.Errorf("%s stopped before it was ready: %v", tn.name, tn.err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s not ready within %v: %s", tn.name, timeout, st.Self.Status)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // eventually polls f until it returns nil or the timeout passes.
