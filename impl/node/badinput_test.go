@@ -222,7 +222,7 @@ func FuzzNodeRequest(f *testing.F) {
 	for _, s := range seeds {
 		f.Add(s.method, s.path, []byte(s.body))
 	}
-	n, err := New(Config{Name: "fuzz", HTTPListen: "127.0.0.1:0", Journal: unreachableJournal{}, Logger: testLogger(nil)})
+	n, err := New(Config{Name: "fuzz", HTTPListen: "127.0.0.1:0", Journal: unreachableJournal{}, Logger: testLogger(f)})
 	if err != nil {
 		f.Fatal(err)
 	}

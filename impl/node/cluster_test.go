@@ -54,6 +54,9 @@ func testLogger(t testing.TB) *slog.Logger {
 	if os.Getenv("SHARDTEST_TEST_LOG") != "" {
 		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
+	if t == nil {
+		return slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
 	tail := &logTail{max: 300}
 	t.Cleanup(func() {
 		if t.Failed() {
