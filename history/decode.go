@@ -231,64 +231,85 @@ const (
 	kError
 )
 
+// fieldSet reads the fields of one object on the fast path, each at most
+// once (a repeated key goes to encoding/json, which keeps the last).
+type fieldSet struct {
+	d    *decoder
+	s    *scan
+	seen int
+}
+
+func (f *fieldSet) once(bit int) bool {
+	if f.seen&bit != 0 {
+		return false
+	}
+	f.seen |= bit
+	return true
+}
+
+// str reads a string field, interned or not.
+func (f *fieldSet) str(bit int, dst *string, intern bool) bool {
+	if !f.once(bit) {
+		return false
+	}
+	b, ok := f.s.str()
+	if !ok {
+		return false
+	}
+	if intern {
+		*dst = f.d.intern(b)
+	} else {
+		*dst = string(b)
+	}
+	return true
+}
+
+// int reads an integer field.
+func (f *fieldSet) int(bit int, dst *int64) bool {
+	v, ok := f.s.int()
+	*dst = v
+	return ok && f.once(bit)
+}
+
+// whole reports whether the object took the whole line.
+func (s *scan) whole() bool {
+	s.space()
+	return s.i == len(s.b)
+}
+
 func (d *decoder) fastOp(line []byte, op *Op) bool {
 	s := &scan{b: line}
-	seen := 0
-	once := func(bit int) bool {
-		if seen&bit != 0 {
-			return false
-		}
-		seen |= bit
-		return true
-	}
-	str := func(bit int, dst *string, intern bool) bool {
-		if !once(bit) {
-			return false
-		}
-		b, ok := s.str()
-		if !ok {
-			return false
-		}
-		if intern {
-			*dst = d.intern(b)
-		} else {
-			*dst = string(b)
-		}
-		return true
-	}
+	f := &fieldSet{d: d, s: s}
 	ok := s.fields(func(key []byte) bool {
 		switch string(key) {
 		case "index":
-			v, ok := s.int()
-			op.Index = v
-			return ok && once(kIndex)
+			return f.int(kIndex, &op.Index)
 		case "time":
-			v, ok := s.int()
-			op.Time = v
-			return ok && once(kTime)
+			return f.int(kTime, &op.Time)
 		case "process":
-			v, ok := s.int()
+			var v int64
+			ok := f.int(kProcess, &v)
 			op.Process = int(v)
-			return ok && once(kProcess) && int64(op.Process) == v
+			return ok && int64(op.Process) == v
 		case "kind":
-			return str(kKind, &op.Kind, true)
+			return f.str(kKind, &op.Kind, true)
 		case "f":
-			return str(kF, &op.F, true)
+			return f.str(kF, &op.F, true)
 		case "entity":
-			return str(kEntity, &op.Entity, true)
+			return f.str(kEntity, &op.Entity, true)
 		case "node":
-			return str(kNode, &op.Node, true)
+			return f.str(kNode, &op.Node, true)
 		case "error":
-			return str(kError, &op.Error, false)
+			return f.str(kError, &op.Error, false)
 		case "value":
 			v, ok := s.raw()
-			if !ok || !once(kValue) {
+			if !ok || !f.once(kValue) {
 				return false
 			}
 			op.Value = append(json.RawMessage(nil), v...)
 			return true
 		case "reply":
-			if !once(kReply) || s.peek() != '{' {
+			if !f.once(kReply) || s.peek() != '{' {
 				return false
 			}
 			op.Reply = &Reply{}
@@ -296,11 +317,7 @@ func (d *decoder) fastOp(line []byte, op *Op) bool {
 		}
 		return false
 	})
-	if !ok {
-		return false
-	}
-	s.space()
-	return s.i == len(s.b)
+	return ok && s.whole()
 }
 
 func (d *decoder) fastReply(s *scan, r *Reply) bool {
@@ -339,4 +356,57 @@ func (d *decoder) fastReply(s *scan, r *Reply) bool {
 		}
 		return false
 	})
+}
+
+// event decodes a node-event line into *e (overwriting all of it), by the
+// fast path when it can, as encoding/json would.
+func (d *decoder) event(line []byte, e *NodeEvent) error {
+	*e = NodeEvent{}
+	if d.fastEvent(line, e) {
+		return nil
+	}
+	*e = NodeEvent{}
+	return json.Unmarshal(line, e)
+}
+
+func (d *decoder) fastEvent(line []byte, e *NodeEvent) bool {
+	s := &scan{b: line}
+	f := &fieldSet{d: d, s: s}
+	ok := s.fields(func(key []byte) bool {
+		switch string(key) {
+		case "node":
+			return f.str(1<<0, &e.Node, true)
+		case "lo":
+			return f.int(1<<1, &e.Lo)
+		case "hi":
+			return f.int(1<<2, &e.Hi)
+		case "seq":
+			var v int64
+			ok := f.int(1<<3, &v)
+			e.Seq = uint64(v)
+			return ok && v >= 0
+		case "incarnation":
+			return f.str(1<<4, &e.Incarnation, true)
+		case "type":
+			return f.str(1<<5, &e.Type, true)
+		case "member":
+			return f.str(1<<6, &e.Member, true)
+		case "peer":
+			return f.str(1<<7, &e.Peer, true)
+		case "singleton":
+			return f.str(1<<8, &e.Singleton, true)
+		case "entity_type":
+			return f.str(1<<9, &e.EntityType, true)
+		case "shard":
+			return f.str(1<<10, &e.Shard, true)
+		case "entity":
+			return f.str(1<<11, &e.Entity, true)
+		case "entity_incarnation":
+			return f.str(1<<12, &e.EntityIncarnation, true)
+		case "detail":
+			return f.str(1<<13, &e.Detail, false)
+		}
+		return false
+	})
+	return ok && s.whole()
 }

@@ -53,12 +53,13 @@ var decodeCases = []string{
 	"{\"f\":\"tab\there\"}",
 }
 
-func checkDecode(t *testing.T, line string) {
+// checkDecodeAs holds decode equal to encoding/json on line.
+func checkDecodeAs[T any](t *testing.T, line string, decode func(d *decoder, line []byte, v *T) error) {
 	t.Helper()
-	var want Op
+	var want T
 	wantErr := json.Unmarshal([]byte(line), &want)
-	var got Op
-	gotErr := newDecoder().op([]byte(line), &got)
+	var got T
+	gotErr := decode(newDecoder(), []byte(line), &got)
 	if (gotErr == nil) != (wantErr == nil) {
 		t.Fatalf("%q: error %v, encoding/json's %v", line, gotErr, wantErr)
 	}
@@ -66,6 +67,8 @@ func checkDecode(t *testing.T, line string) {
 		t.Fatalf("%q:\n got %+v\nwant %+v", line, got, want)
 	}
 }
+
+func checkDecode(t *testing.T, line string) { checkDecodeAs(t, line, (*decoder).op) }
 
 func TestDecoderIsEncodingJSON(t *testing.T) {
 	for _, line := range decodeCases {
@@ -123,4 +126,45 @@ func FuzzDecoder(f *testing.F) {
 		f.Add(line)
 	}
 	f.Fuzz(func(t *testing.T, line string) { checkDecode(t, line) })
+}
+
+// eventCases are node-event lines the EventsWriter writes and lines it
+// never does; each must decode exactly as encoding/json decodes it.
+var eventCases = []string{
+	`{"node":"n1","lo":1000,"hi":1010,"seq":1,"incarnation":"n1@a","type":"shard-started","entity_type":"register","shard":"17"}`,
+	`{"node":"n2","lo":5,"hi":9,"seq":42,"incarnation":"n2@b","type":"singleton-started","member":"n2@b","singleton":"id-generator","detail":"hand-over from n1@a"}`,
+	`{"node":"n3","lo":5,"hi":9,"seq":43,"incarnation":"n3@c","type":"entity-started","peer":"n1@a","entity":"register/r1","entity_incarnation":"e7"}`,
+	`{"node":"n1","seq":-1}`,
+	`{"node":"n1","seq":18446744073709551615}`,
+	`{"node":"n1","seq":1.5}`,
+	`{"node":"n1","node":"n2"}`,
+	`{"detail":"caf\u00e9"}`,
+	`{"detail":null}`,
+	`{"lo":"1"}`,
+	`{"type":"x","other":[1,{"a":2}]}`,
+	`{"node":"n1"} x`,
+	`{"node":"n1"`,
+	`[]`,
+	``,
+}
+
+func checkDecodeEvent(t *testing.T, line string) { checkDecodeAs(t, line, (*decoder).event) }
+
+func TestEventDecoderIsEncodingJSON(t *testing.T) {
+	for _, line := range eventCases {
+		checkDecodeEvent(t, line)
+	}
+	for _, line := range eventCases[:3] {
+		var e NodeEvent
+		if !newDecoder().fastEvent([]byte(line), &e) {
+			t.Errorf("%q left to encoding/json", line)
+		}
+	}
+}
+
+func FuzzEventDecoder(f *testing.F) {
+	for _, line := range eventCases {
+		f.Add(line)
+	}
+	f.Fuzz(func(t *testing.T, line string) { checkDecodeEvent(t, line) })
 }

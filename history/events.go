@@ -168,6 +168,7 @@ func ReadEventsFile(path string) (*Events, error) {
 // reported.
 func ReadEvents(r io.Reader) (*Events, error) {
 	out := &Events{}
+	d := newDecoder()
 	truncated, err := readLines(r, "node events", func(line []byte) error {
 		var h EventsHeader
 		if err := json.Unmarshal(line, &h); err != nil || h.Format != EventsFormat {
@@ -179,7 +180,7 @@ func ReadEvents(r io.Reader) (*Events, error) {
 		return nil
 	}, func(line []byte) error {
 		var e NodeEvent
-		if err := json.Unmarshal(line, &e); err != nil {
+		if err := d.event(line, &e); err != nil {
 			return err
 		}
 		if e.Lo > e.Hi {
