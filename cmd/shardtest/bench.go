@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/shardtest/shardtest/checker"
 	"github.com/shardtest/shardtest/harness/bench"
+	"github.com/shardtest/shardtest/harness/local"
 )
 
 func newBenchCmd() *cobra.Command {
@@ -26,7 +28,7 @@ func newBenchCmd() *cobra.Command {
 yardstick and the real thing in the same command, and prints their ratios as
 its last line. Figures are ratios, so they compare across machines.`,
 	}
-	cmd.AddCommand(newBenchCheckCmd(), newBenchBaselineCmd())
+	cmd.AddCommand(newBenchCheckCmd(), newBenchBaselineCmd(), newBenchRouteCmd())
 	return cmd
 }
 
@@ -175,4 +177,71 @@ func median(ms []measure) measure {
 	slices.Sort(w)
 	slices.Sort(r)
 	return measure{wall: w[len(w)/2], rssKB: r[len(r)/2]}
+}
+
+func newBenchRouteCmd() *cobra.Command {
+	var o bench.RouteOptions
+	var repeat int
+	cmd := &cobra.Command{
+		Use:   "route",
+		Short: "a read of an entity on another node, through a shard region, against a raw HTTP round trip",
+		Long: `Start a local cluster of two nodes, A and B (this binary's reference node),
+and from one client with kept-alive connections time, interleaved, --requests
+of each of:
+
+  raw     GET /v1/health of B: one HTTP round trip, the yardstick
+  local   a register read sent to A, of an entity A hosts
+  remote  a register read sent to A, of an entity B hosts: A's shard region
+          forwards it to B (client → A → B → A → client)
+
+--repeat times (a new cluster each), and print the medians of the p50s, the
+last line being
+  remote/raw: p50 1.45x (local/raw 1.10x)
+Exit status: 0 measured; 3 the measurement could not be made.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if repeat < 1 {
+				return &exitError{exitCannotRun, fmt.Errorf("--repeat %d: want at least 1", repeat)}
+			}
+			if err := local.CheckPorts(o.BasePort, 2); err != nil {
+				return &exitError{exitCannotRun, err}
+			}
+			tmp, err := os.MkdirTemp("", "shardtest-bench-route-")
+			if err != nil {
+				return &exitError{exitCannotRun, err}
+			}
+			defer os.RemoveAll(tmp)
+			o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+			out := cmd.OutOrStdout()
+			var raw, loc, rem []time.Duration
+			for i := range repeat {
+				o.Dir = filepath.Join(tmp, fmt.Sprint(i+1))
+				r, err := bench.Route(cmd.Context(), o)
+				if err != nil {
+					return &exitError{exitCannotRun, err}
+				}
+				fmt.Fprintf(out, "try %d: raw p50 %s p99 %s; local p50 %s p99 %s; remote p50 %s p99 %s (%d each)\n", i+1,
+					us(r.Raw.P50), us(r.Raw.P99), us(r.Local.P50), us(r.Local.P99), us(r.Remote.P50), us(r.Remote.P99), r.Raw.N)
+				raw, loc, rem = append(raw, r.Raw.P50), append(loc, r.Local.P50), append(rem, r.Remote.P50)
+			}
+			mr, ml, mm := medianDur(raw), medianDur(loc), medianDur(rem)
+			fmt.Fprintf(out, "median of %d: raw p50 %s, local p50 %s, remote p50 %s\n", repeat, us(mr), us(ml), us(mm))
+			fmt.Fprintf(out, "remote/raw: p50 %.2fx (local/raw %.2fx)\n", mm.Seconds()/mr.Seconds(), ml.Seconds()/mr.Seconds())
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.IntVar(&o.Requests, "requests", 5000, "requests of each kind measured")
+	f.IntVar(&o.Warmup, "warmup", 500, "requests of each kind sent first, not measured")
+	f.IntVar(&o.BasePort, "base-port", 30700, "the cluster's ports, as --base-port of the local runtime")
+	f.IntVar(&repeat, "repeat", 3, "tries, each on a new cluster; the medians are reported")
+	return cmd
+}
+
+func us(d time.Duration) string { return d.Round(time.Microsecond).String() }
+
+func medianDur(d []time.Duration) time.Duration {
+	s := slices.Clone(d)
+	slices.Sort(s)
+	return s[len(s)/2]
 }
