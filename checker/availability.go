@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/shardtest/shardtest/history"
+	"github.com/shardtest/shardtest/internal/packed"
 )
 
 // Availability reports throughput, latency and unavailability over time,
@@ -198,12 +199,6 @@ func Analyze(h *history.File) Report {
 	return st.report()
 }
 
-// okOp is an ok completion's bucket, time and latency.
-type okOp struct {
-	b        int
-	at, took int64
-}
-
 // availStream gathers, in one pass, what the report needs: the timeline's
 // extent, the phases, the outline of faults, and per completion its time,
 // latency and kind.
@@ -214,15 +209,17 @@ type availStream struct {
 	phases     []PhaseMark
 	first, end int64
 	have       bool
-	comps      []availComp
-	open       int
+	// comps are the completions, packed: time, latency and kind.
+	comps packed.Log
+	open  int
 }
 
-// availComp is a completion (24 bytes).
-type availComp struct {
-	at, took int64
-	kind     compKind
-}
+// Fields of a packed completion.
+const (
+	availAt = iota
+	availTook
+	availKind
+)
 
 // compKind is a completion's kind.
 type compKind uint8
@@ -271,7 +268,10 @@ func (st *availStream) pair(inv, comp *history.Op) {
 	case history.Fail:
 		kind = compFail
 	}
-	st.comps = append(st.comps, availComp{at: comp.Time, took: max(comp.Time-inv.Time, 0), kind: kind})
+	st.comps.Put(availAt, comp.Time)
+	st.comps.Put(availTook, max(comp.Time-inv.Time, 0))
+	st.comps.Put(availKind, int64(kind))
+	st.comps.End()
 }
 
 // report ends the pass.
@@ -300,16 +300,19 @@ func (st *availStream) report() Report {
 	bucketOf := func(t int64) int { return int(uint64(t-r.Start) / uint64(w)) }
 
 	// Completions per bucket, and ok latencies grouped by bucket (a
-	// counting sort, so each bucket's percentiles sort only its own).
-	oks := make([]okOp, 0, len(st.comps))
-	for _, c := range st.comps {
-		k := bucketOf(c.at)
+	// counting sort, so each bucket's percentiles sort only its own): one
+	// read of the packed completions to count, one to place.
+	offset := make([]int, n+1)
+	rd := st.comps.Reader()
+	for range st.comps.Len() {
+		at, _, kind := rd.Get(availAt), rd.Get(availTook), compKind(rd.Get(availKind))
+		k := bucketOf(at)
 		b := &r.Buckets[k]
-		switch c.kind {
+		switch kind {
 		case compOK:
 			r.OK++
 			b.OK++
-			oks = append(oks, okOp{b: k, at: c.at, took: c.took})
+			offset[k+1]++
 		case compFail:
 			r.Fail++
 			b.Fail++
@@ -318,20 +321,24 @@ func (st *availStream) report() Report {
 			b.Info++
 		}
 	}
-	st.comps = nil
-	offset := make([]int, n+1)
-	for _, o := range oks {
-		offset[o.b+1]++
-	}
 	for i := range n {
 		offset[i+1] += offset[i]
 	}
-	lat := make([]int64, len(oks))
+	lat := make([]int64, r.OK)
+	okTimes := make([]int64, 0, r.OK)
 	next := slices.Clone(offset[:n])
-	for _, o := range oks {
-		lat[next[o.b]] = o.took
-		next[o.b]++
+	rd = st.comps.Reader()
+	for range st.comps.Len() {
+		at, took, kind := rd.Get(availAt), rd.Get(availTook), compKind(rd.Get(availKind))
+		if kind != compOK {
+			continue
+		}
+		k := bucketOf(at)
+		lat[next[k]] = took
+		next[k]++
+		okTimes = append(okTimes, at)
 	}
+	st.comps = packed.Log{}
 	for i := range r.Buckets {
 		seg := lat[offset[i]:offset[i+1]]
 		if len(seg) == 0 {
@@ -376,10 +383,7 @@ func (st *availStream) report() Report {
 	}
 	r.MedianOKRate, r.BaselineOKRate = median(all), median(before)
 
-	okTimes := make([]int64, len(oks))
-	for i, o := range oks {
-		okTimes[i] = o.at
-	}
+	lat = nil
 	slices.Sort(okTimes)
 	// Traffic stops with the main phase: the recovery wait after it has no
 	// operations and is not unavailability.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/anishathalye/porcupine"
 	"github.com/shardtest/shardtest/history"
+	"github.com/shardtest/shardtest/internal/packed"
 )
 
 // Linearizable checks the register workload: every register entity
@@ -53,10 +54,10 @@ const HTMLDir = "linearizability"
 // everything.
 const never = math.MaxInt64
 
-// regOp is one register op, compact (64 bytes: a long history keeps one
-// per op until its entity is checked): its arguments and result packed,
-// its interval, and where it is in the history. Porcupine's Operation is
-// built only while the entity is checked.
+// regOp is one register op (64 bytes; the pass keeps it packed, see
+// entityOps): its arguments and result, its interval, and where it is in
+// the history. Porcupine's Operation is built only while the entity is
+// checked.
 type regOp struct {
 	call, ret             int64
 	inv, comp             opRef // entry indexes; comp -1 if none
@@ -116,9 +117,12 @@ func (o *regOp) porcupine(k int) porcupine.Operation {
 // opMeta is porcupine metadata: the op's position in its entity.
 type opMeta struct{ k int }
 
-// entityOps is one entity's ops and what went wrong reading them.
+// entityOps is one entity's ops and what went wrong reading them. During
+// the pass the ops are packed (about 17 bytes each instead of regOp's 64);
+// they are unpacked, one entity at a time, when it is checked.
 type entityOps struct {
-	ops []regOp
+	packedOps packed.Log
+	ops       []regOp
 	// badInput: an invocation could not be read, so the entity cannot be
 	// checked; badOutput: ok results that could not be read (taken as
 	// unknown outcomes), so valid becomes unknown.
@@ -212,7 +216,84 @@ func (s *linStream) pair(inv, comp *history.Op) {
 	if comp != nil {
 		o.comp = comp.Index
 	}
-	e.ops = append(e.ops, o)
+	e.pack(&o)
+}
+
+// Fields of a packed regOp.
+const (
+	packCall = iota
+	packRet  // ret-call+1; 0: never
+	packInv
+	packComp // comp-inv+1; 0: none
+	packClient
+	packOpFlags // op<<8 | flags
+	packValue   // if valueSet
+	packExpect  // if expectSet
+	packResult  // if resultSet
+)
+
+// pack appends o to the entity's packed ops.
+func (e *entityOps) pack(o *regOp) {
+	p := &e.packedOps
+	p.Put(packCall, o.call)
+	ret := int64(0)
+	if o.ret != never {
+		ret = o.ret - o.call + 1
+	}
+	p.Put(packRet, ret)
+	p.Put(packInv, o.inv)
+	comp := int64(0)
+	if o.comp >= 0 {
+		comp = o.comp - o.inv + 1
+	}
+	p.Put(packComp, comp)
+	p.Put(packClient, int64(o.client))
+	p.Put(packOpFlags, int64(o.op)<<8|int64(o.flags))
+	if o.flags.has(valueSet) {
+		p.Put(packValue, o.value)
+	}
+	if o.flags.has(expectSet) {
+		p.Put(packExpect, o.expect)
+	}
+	if o.flags.has(resultSet) {
+		p.Put(packResult, o.result)
+	}
+	p.End()
+}
+
+// unpack sets ops from the packed ops, in invocation order (pairs arrive
+// in completion order; the evidence lists ops in invocation order), and
+// drops the packed form.
+func (e *entityOps) unpack() {
+	r := e.packedOps.Reader()
+	e.ops = make([]regOp, e.packedOps.Len())
+	for i := range e.ops {
+		o := &e.ops[i]
+		o.call = r.Get(packCall)
+		o.ret = never
+		if ret := r.Get(packRet); ret > 0 {
+			o.ret = o.call + ret - 1
+		}
+		o.inv = r.Get(packInv)
+		o.comp = -1
+		if comp := r.Get(packComp); comp > 0 {
+			o.comp = o.inv + comp - 1
+		}
+		o.client = int32(r.Get(packClient))
+		of := r.Get(packOpFlags)
+		o.op, o.flags = uint8(of>>8), regFlags(of)
+		if o.flags.has(valueSet) {
+			o.value = r.Get(packValue)
+		}
+		if o.flags.has(expectSet) {
+			o.expect = r.Get(packExpect)
+		}
+		if o.flags.has(resultSet) {
+			o.result = r.Get(packResult)
+		}
+	}
+	e.packedOps = packed.Log{}
+	slices.SortFunc(e.ops, func(a, b regOp) int { return cmp.Compare(a.inv, b.inv) })
 }
 
 func (s *linStream) Result(ctx context.Context, pass *Pass) Result {
@@ -241,11 +322,6 @@ func (s *linStream) Result(ctx context.Context, pass *Pass) Result {
 			parts = append(parts, fmt.Sprintf("%s: %d", t, skipped[t]))
 		}
 		skippedNote = "; skipped ops not on registers (" + strings.Join(parts, ", ") + ")"
-	}
-	for _, e := range entities {
-		// Pairs arrive in completion order; the evidence lists ops in
-		// invocation order.
-		slices.SortFunc(e.ops, func(a, b regOp) int { return cmp.Compare(a.inv, b.inv) })
 	}
 	names := slices.Sorted(maps.Keys(entities))
 	if len(names) == 0 {
@@ -287,6 +363,7 @@ func (s *linStream) Result(ctx context.Context, pass *Pass) Result {
 		}
 		e := entities[name]
 		delete(entities, name) // checked: its ops can go
+		e.unpack()
 		if e.badInput != "" {
 			addUnknown("unreadable arguments", fmt.Sprintf("%s: not checked: %s", name, e.badInput))
 			continue

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/shardtest/shardtest/history"
+	"github.com/shardtest/shardtest/internal/packed"
 )
 
 // Liveness checks that, with no disruptive fault to excuse it, every
@@ -71,11 +72,22 @@ type liveOp struct {
 }
 
 type liveStream struct {
-	pairs   *pairStream
-	ops     []liveOp
+	pairs *pairStream
+	// ops are the liveOps, packed (a few bytes each), in completion order.
+	ops     packed.Log
 	nodes   idTable
 	outline outline
 }
+
+// Fields of a packed liveOp.
+const (
+	liveFrom = iota
+	liveTo   // to-from+1; 0: never completed
+	liveInv
+	liveComp // comp-inv+1; 0: none
+	liveNode
+	liveAnswered
+)
 
 func (st *liveStream) Observe(op *history.Op) {
 	st.outline.observe(op)
@@ -83,11 +95,35 @@ func (st *liveStream) Observe(op *history.Op) {
 }
 
 func (st *liveStream) pair(inv, comp *history.Op) {
-	o := liveOp{from: inv.Time, to: -1, inv: inv.Index, comp: -1, node: st.nodes.id(inv.Node)}
+	p := &st.ops
+	p.Put(liveFrom, inv.Time)
+	to, c, answered := int64(0), int64(0), int64(0)
 	if comp != nil {
-		o.to, o.comp, o.answered = comp.Time, comp.Index, comp.Kind != history.Info
+		to, c = comp.Time-inv.Time+1, comp.Index-inv.Index+1
+		if comp.Kind != history.Info {
+			answered = 1
+		}
 	}
-	st.ops = append(st.ops, o)
+	p.Put(liveTo, to)
+	p.Put(liveInv, inv.Index)
+	p.Put(liveComp, c)
+	p.Put(liveNode, int64(st.nodes.id(inv.Node)))
+	p.Put(liveAnswered, answered)
+	p.End()
+}
+
+// unpack reads the next packed op.
+func (st *liveStream) unpack(r *packed.Reader) liveOp {
+	o := liveOp{from: r.Get(liveFrom), to: -1, comp: -1}
+	to := r.Get(liveTo)
+	o.inv = r.Get(liveInv)
+	c := r.Get(liveComp)
+	o.node = int32(r.Get(liveNode))
+	o.answered = r.Get(liveAnswered) == 1
+	if c > 0 {
+		o.to, o.comp = o.from+to-1, o.inv+c-1
+	}
+	return o
 }
 
 func (st *liveStream) Result(ctx context.Context, pass *Pass) Result {
@@ -169,16 +205,16 @@ func (st *liveStream) Result(ctx context.Context, pass *Pass) Result {
 		i := sort.Search(len(merged), func(i int) bool { return merged[i].to >= from })
 		return i < len(merged) && merged[i].from <= to
 	}
-	// In invocation order, as the evidence lists them.
-	slices.SortFunc(st.ops, func(a, b liveOp) int { return cmp.Compare(a.inv, b.inv) })
 	ended, _ := h.Ended()
 	judged, lost, excusedN := 0, 0, 0
 	var unanswered []liveOp
-	for _, o := range st.ops {
-		if ctx.Err() != nil {
+	r := st.ops.Reader()
+	for i := range st.ops.Len() {
+		if i%4096 == 0 && ctx.Err() != nil {
 			res.Verdict, res.Summary = Unknown, "stopped: "+ctx.Err().Error()
 			return res
 		}
+		o := st.unpack(&r)
 		to := end
 		if o.comp >= 0 {
 			to = o.to
@@ -197,11 +233,12 @@ func (st *liveStream) Result(ctx context.Context, pass *Pass) Result {
 		}
 		lost++
 		res.proven(to)
-		if len(unanswered) < maxEvidence {
-			unanswered = append(unanswered, o)
-		}
+		unanswered = append(unanswered, o)
 	}
-	st.ops = nil
+	st.ops = packed.Log{}
+	// The first in invocation order, as the evidence lists them.
+	slices.SortFunc(unanswered, func(a, b liveOp) int { return cmp.Compare(a.inv, b.inv) })
+	unanswered = unanswered[:min(len(unanswered), maxEvidence)]
 	var violations []string
 	if len(unanswered) > 0 {
 		var refs []opRef

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/shardtest/shardtest/history"
+	"github.com/shardtest/shardtest/internal/packed"
 )
 
 // SingleInstance checks that at most one incarnation of each entity, and
@@ -26,10 +27,6 @@ func (SingleInstance) Name() string { return "single-instance" }
 
 // singletonKey groups the singleton's ops, beside the entity names.
 const singletonKey = "singleton"
-
-// servedOp is an ok op and who served it: key and inst index the key
-// names and the spans.
-type servedOp = okServed
 
 // instSpan is what an instance's ops prove about its life: it was alive
 // at its first op's completion and at its last op's invocation.
@@ -60,26 +57,36 @@ func (s SingleInstance) Check(ctx context.Context, h *history.File, outDir strin
 	return checkInMemory(ctx, s, h, outDir)
 }
 
-// Stream implements Streamer: every ok op that names its server, in a
-// few words each.
+// Stream implements Streamer: every ok op that names its server, packed
+// per key (a dozen bytes each).
 func (s SingleInstance) Stream(string) Stream {
 	st := &siStream{firstUnnamed: -1, insts: map[instID]int32{}}
 	st.pairs = newPairStream(func(op *history.Op) bool { return op.Entity != "" || op.F == "next-id" }, st.pair)
 	return st
 }
 
-// okServed is an ok op as the stream keeps it (40 bytes): key and inst
-// number the stream's keys and instances in the order it met them.
+// okServed is an ok op of one key while the key is swept: inst numbers
+// the key's instances in the order of their first op's invocation.
 type okServed struct {
 	call, ret int64
 	inv, comp opRef
-	key, inst int32
+	inst      int32
 }
 
+// Fields of a packed okServed.
+const (
+	siCall = iota
+	siRet  // ret-call
+	siInv
+	siComp // comp-inv
+	siInst // the stream's instance number
+)
+
 type siStream struct {
-	pairs        *pairStream
-	ok           []okServed
-	keys         idTable
+	pairs *pairStream
+	keys  idTable
+	// ops[k] are key k's ok ops, packed.
+	ops          []packed.Log
 	insts        map[instID]int32
 	instNames    []string
 	unnamed      int // ok ops that named no server
@@ -103,6 +110,9 @@ func (st *siStream) pair(inv, comp *history.Op) {
 		return
 	}
 	k := st.keys.id(key)
+	if int(k) == len(st.ops) {
+		st.ops = append(st.ops, packed.Log{})
+	}
 	id := instID{int(k), inst}
 	x, found := st.insts[id]
 	if !found {
@@ -110,40 +120,42 @@ func (st *siStream) pair(inv, comp *history.Op) {
 		st.insts[id] = x
 		st.instNames = append(st.instNames, inst)
 	}
-	st.ok = append(st.ok, okServed{call: inv.Time, ret: max(comp.Time, inv.Time), inv: inv.Index, comp: comp.Index, key: k, inst: x})
+	call, ret := inv.Time, max(comp.Time, inv.Time)
+	p := &st.ops[k]
+	p.Put(siCall, call)
+	p.Put(siRet, ret-call)
+	p.Put(siInv, inv.Index)
+	p.Put(siComp, comp.Index-inv.Index)
+	p.Put(siInst, int64(x))
+	p.End()
 }
 
-func (st *siStream) Result(ctx context.Context, pass *Pass) Result {
-	st.pairs.finish()
-	res := Result{Checker: SingleInstance{}.Name(), Verdict: Unknown}
-	res.Evidence = append(res.Evidence, pass.truncatedNote()...)
-	res.Evidence = append(res.Evidence, st.pairs.evidence()...)
-	// In invocation order, as the ops were numbered before streaming.
-	slices.SortFunc(st.ok, func(a, b okServed) int { return cmp.Compare(a.inv, b.inv) })
-	// Keys and instances numbered again, in place, in the order of their
-	// first op's invocation, as the sweep and its evidence expect.
-	var (
-		served   = st.ok
-		spans    []instSpan
-		keyNames []string
-		keyIDs   = slices.Repeat([]int32{-1}, len(st.keys.names))
-		instIDs  = slices.Repeat([]int32{-1}, len(st.instNames))
-	)
+// unpack returns key k's ok ops in invocation order, their instances
+// numbered again in the order of their first op, and the instances' spans.
+func (st *siStream) unpack(k int32) ([]okServed, []instSpan) {
+	r := st.ops[k].Reader()
+	served := make([]okServed, st.ops[k].Len())
+	for i := range served {
+		o := &served[i]
+		o.call = r.Get(siCall)
+		o.ret = o.call + r.Get(siRet)
+		o.inv = r.Get(siInv)
+		o.comp = o.inv + r.Get(siComp)
+		o.inst = int32(r.Get(siInst))
+	}
+	st.ops[k] = packed.Log{}
+	slices.SortFunc(served, func(a, b okServed) int { return cmp.Compare(a.inv, b.inv) })
+	local := map[int32]int32{}
+	var spans []instSpan
 	for n := range served {
 		o := &served[n]
-		k := keyIDs[o.key]
-		if k < 0 {
-			k = int32(len(keyNames))
-			keyIDs[o.key] = k
-			keyNames = append(keyNames, st.keys.names[o.key])
-		}
-		x := instIDs[o.inst]
-		if x < 0 {
+		x, ok := local[o.inst]
+		if !ok {
 			x = int32(len(spans))
-			instIDs[o.inst] = x
+			local[o.inst] = x
 			spans = append(spans, instSpan{name: st.instNames[o.inst], key: k, firstOp: -1, lastOp: -1})
 		}
-		o.key, o.inst = k, x
+		o.inst = x
 		sp := &spans[x]
 		if sp.firstOp < 0 || o.ret < sp.firstRet {
 			sp.firstRet, sp.firstOp = o.ret, n
@@ -152,7 +164,14 @@ func (st *siStream) Result(ctx context.Context, pass *Pass) Result {
 			sp.lastCall, sp.lastOp = o.call, n
 		}
 	}
-	st.ok, st.keys, st.insts, st.instNames = nil, idTable{}, nil, nil
+	return served, spans
+}
+
+func (st *siStream) Result(ctx context.Context, pass *Pass) Result {
+	st.pairs.finish()
+	res := Result{Checker: SingleInstance{}.Name(), Verdict: Unknown}
+	res.Evidence = append(res.Evidence, pass.truncatedNote()...)
+	res.Evidence = append(res.Evidence, st.pairs.evidence()...)
 	unnamed := st.unnamed
 	if unnamed > 0 {
 		line := fmt.Sprintf("%d ok entity or next-id ops named no incarnation or singleton instance and were not checked", unnamed)
@@ -164,7 +183,7 @@ func (st *siStream) Result(ctx context.Context, pass *Pass) Result {
 		}
 		res.Evidence = append(res.Evidence, line)
 	}
-	if len(served) == 0 {
+	if len(st.ops) == 0 {
 		res.Summary = "no ok entity or next-id op named the incarnation or instance that served it: nothing to check"
 		return res
 	}
@@ -173,32 +192,14 @@ func (st *siStream) Result(ctx context.Context, pass *Pass) Result {
 		return res
 	}
 
-	// Keys in name order, so the evidence reads in a stable order.
-	order := make([]int, len(keyNames))
+	// Keys in name order, so the evidence reads in a stable order; one
+	// key at a time, so only one key's ops are ever unpacked.
+	keyNames := st.keys.names
+	order := make([]int32, len(keyNames))
 	for k := range order {
-		order[k] = k
+		order[k] = int32(k)
 	}
-	slices.SortFunc(order, func(a, b int) int { return strings.Compare(keyNames[a], keyNames[b]) })
-	rank := make([]int, len(keyNames))
-	for r, k := range order {
-		rank[k] = r
-	}
-	byCall := make([]int, len(served))
-	for i := range byCall {
-		byCall[i] = i
-	}
-	slices.SortFunc(byCall, func(a, b int) int {
-		x, y := &served[a], &served[b]
-		return cmp.Or(cmp.Compare(rank[x.key], rank[y.key]), cmp.Compare(x.call, y.call), cmp.Compare(x.inv, y.inv))
-	})
-	byFirst := make([]int, len(spans))
-	for i := range byFirst {
-		byFirst[i] = i
-	}
-	slices.SortFunc(byFirst, func(a, b int) int {
-		x, y := &spans[a], &spans[b]
-		return cmp.Or(cmp.Compare(rank[x.key], rank[y.key]), cmp.Compare(x.firstRet, y.firstRet))
-	})
+	slices.SortFunc(order, func(a, b int32) int { return strings.Compare(keyNames[a], keyNames[b]) })
 
 	// Sweep each key's ops in invocation order. An op y (served by Y) is a
 	// violation iff some other instance X completed an op before y was
@@ -207,24 +208,32 @@ func (st *siStream) Result(ctx context.Context, pass *Pass) Result {
 	// firstRet passes; of those, only the two with the latest lastCall
 	// matter (the best one, or the runner-up when the best is Y itself).
 	var (
-		bad      int                // violating ops
-		badKeys  = map[int32]bool{} // keys with a violation
-		pairs    = map[[2]int]bool{}
-		overlaps []servedOverlap
-		morePair int
+		bad, badKeys, nServed, nSpans, morePair int
+		overlaps                                []servedOverlap
 	)
-	j := 0
-	for start := 0; start < len(byCall); {
-		key := served[byCall[start]].key
-		end := start
-		for end < len(byCall) && served[byCall[end]].key == key {
-			end++
+	for _, key := range order {
+		served, spans := st.unpack(key)
+		nServed += len(served)
+		nSpans += len(spans)
+		byCall := make([]int, len(served))
+		for i := range byCall {
+			byCall[i] = i
 		}
-		seg := byCall[start:end]
-		best, second := -1, -1
-		for _, o := range seg {
+		slices.SortFunc(byCall, func(a, b int) int {
+			x, y := &served[a], &served[b]
+			return cmp.Or(cmp.Compare(x.call, y.call), cmp.Compare(x.inv, y.inv))
+		})
+		byFirst := make([]int, len(spans))
+		for i := range byFirst {
+			byFirst[i] = i
+		}
+		slices.SortFunc(byFirst, func(a, b int) int { return cmp.Compare(spans[a].firstRet, spans[b].firstRet) })
+		pairs := map[[2]int]bool{}
+		badKey := false
+		best, second, j := -1, -1, 0
+		for _, o := range byCall {
 			y := &served[o]
-			for ; j < len(byFirst) && spans[byFirst[j]].key == key && spans[byFirst[j]].firstRet < y.call; j++ {
+			for ; j < len(byFirst) && spans[byFirst[j]].firstRet < y.call; j++ {
 				x := byFirst[j]
 				switch {
 				case best < 0 || spans[x].lastCall > spans[best].lastCall:
@@ -241,7 +250,7 @@ func (st *siStream) Result(ctx context.Context, pass *Pass) Result {
 				continue
 			}
 			bad++
-			badKeys[key] = true
+			badKey = true
 			res.proven(max(y.ret, served[spans[x].lastOp].ret))
 			pr := [2]int{min(x, int(y.inst)), max(x, int(y.inst))}
 			if pairs[pr] {
@@ -252,28 +261,26 @@ func (st *siStream) Result(ctx context.Context, pass *Pass) Result {
 				morePair++
 				continue
 			}
-			overlaps = append(overlaps, tightest(served, spans, seg, o, x))
+			overlaps = append(overlaps, tightest(served, spans, byCall, o, x, keyNames[key]))
 		}
-		// Skip this key's instances that never entered the sweep (their
-		// first completion came after the key's last invocation).
-		for j < len(byFirst) && spans[byFirst[j]].key == key {
-			j++
+		if badKey {
+			badKeys++
 		}
-		start = end
 		if err := ctx.Err(); err != nil {
 			res.Summary = "stopped: " + err.Error()
 			return res
 		}
 	}
+	st.ops, st.keys, st.insts, st.instNames = nil, idTable{}, nil, nil
 
-	counts := fmt.Sprintf("%d ok ops on %d keys (entities and the singleton) served by %d incarnations or instances", len(served), len(keyNames), len(spans))
+	counts := fmt.Sprintf("%d ok ops on %d keys (entities and the singleton) served by %d incarnations or instances", nServed, len(keyNames), nSpans)
 	if bad > 0 {
 		res.Verdict = Invalid
-		res.Summary = fmt.Sprintf("%d ops on %d keys were served by one incarnation while another was alive before and after them (%s)", bad, len(badKeys), counts)
+		res.Summary = fmt.Sprintf("%d ops on %d keys were served by one incarnation while another was alive before and after them (%s)", bad, badKeys, counts)
 		var refs []opRef
 		for _, ov := range overlaps {
-			for _, o := range []int{ov.y, ov.before, ov.after} {
-				refs = append(refs, served[o].inv, served[o].comp)
+			for _, o := range []okServed{ov.y, ov.before, ov.after} {
+				refs = append(refs, o.inv, o.comp)
 			}
 		}
 		ops, err := lookup(ctx, pass, refs...)
@@ -282,7 +289,7 @@ func (st *siStream) Result(ctx context.Context, pass *Pass) Result {
 		}
 		for _, ov := range overlaps {
 			if err == nil {
-				res.Evidence = append(res.Evidence, ov.describe(ops, served, spans, keyNames))
+				res.Evidence = append(res.Evidence, ov.describe(ops))
 			}
 		}
 		if morePair > 0 {
@@ -301,18 +308,19 @@ type instID struct {
 	name string
 }
 
-// servedOverlap is one violation: the op y served by Y, the instance x alive
-// before and after it, and x's tightest ops around y (indexes into the
-// served ops).
+// servedOverlap is one violation, kept whole once its key's ops are gone:
+// the op y served by Y, the instance X alive before and after it, and X's
+// tightest ops around y.
 type servedOverlap struct {
-	y, x, before, after int
+	key, xName, yName string
+	y, before, after  okServed
 }
 
 // tightest finds, for the violation of op yi by instance x, x's tightest
 // ops around it: the last to complete before y was invoked and the first
 // invoked after y completed. seg is the key's ops. Linear in them, so only
 // done for the evidence.
-func tightest(served []servedOp, spans []instSpan, seg []int, yi, x int) servedOverlap {
+func tightest(served []okServed, spans []instSpan, seg []int, yi, x int, key string) servedOverlap {
 	y := &served[yi]
 	before, after := spans[x].firstOp, spans[x].lastOp
 	for _, o := range seg {
@@ -327,16 +335,15 @@ func tightest(served []servedOp, spans []instSpan, seg []int, yi, x int) servedO
 			after = o
 		}
 	}
-	return servedOverlap{y: yi, x: x, before: before, after: after}
+	return servedOverlap{key: key, xName: spans[x].name, yName: spans[y.inst].name, y: *y, before: served[before], after: served[after]}
 }
 
 // describe explains the violation.
-func (ov servedOverlap) describe(ops map[int64]history.Op, served []servedOp, spans []instSpan, keyNames []string) string {
-	y := &served[ov.y]
-	key := keyNames[y.key]
+func (ov servedOverlap) describe(ops map[int64]history.Op) string {
+	key := ov.key
 	return fmt.Sprintf("%s: %s %s (hosted by %s) was alive before and after %s %s (hosted by %s) served %s: it served %s before and %s after",
-		key, instWord(key), spans[ov.x].name, hostOf(ops, served[ov.before]), instWord(key), spans[y.inst].name, hostOf(ops, *y),
-		describeServed(ops, *y), describeServed(ops, served[ov.before]), describeServed(ops, served[ov.after]))
+		key, instWord(key), ov.xName, hostOf(ops, ov.before), instWord(key), ov.yName, hostOf(ops, ov.y),
+		describeServed(ops, ov.y), describeServed(ops, ov.before), describeServed(ops, ov.after))
 }
 
 // instWord says what an instance of key is called.
@@ -348,14 +355,14 @@ func instWord(key string) string {
 }
 
 // describeServed names an op as the linearizable checker does.
-func describeServed(ops map[int64]history.Op, s servedOp) string {
+func describeServed(ops map[int64]history.Op, s okServed) string {
 	return ops[s.inv].F + " " + describeRegMeta(ops, regOp{inv: s.inv, comp: s.comp})
 }
 
 // hostOf names the member that hosted the instance serving s: the entity's
 // host, the singleton instance's member (node@incarnation#instance), or,
 // failing both, the node that answered.
-func hostOf(ops map[int64]history.Op, s servedOp) string {
+func hostOf(ops map[int64]history.Op, s okServed) string {
 	r := ops[s.comp].Reply
 	switch {
 	case r == nil:

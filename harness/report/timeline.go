@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/shardtest/shardtest/history"
+	"github.com/shardtest/shardtest/internal/packed"
 )
 
 // Bounds on the timeline, so the page stays small for long runs and odd
@@ -127,16 +128,10 @@ type Analyzer struct {
 	fIdx    map[string]int
 	otherF  *fStats
 	open    map[string]int // fault -> index in Intervals of its unhealed inject
-	comps   []completion
-	done    bool
-}
-
-// completion is a completion as the Analyzer keeps it: row is its node's
-// row, -1 for the shared one.
-type completion struct {
-	t    int64
-	row  int32
-	kind uint8
+	// comps are the completions, packed: time, node row (-1: the shared
+	// one) and kind (0 ok, 1 fail, 2 info).
+	comps packed.Log
+	done  bool
 }
 
 // kindName is the completion kind completion.kind codes.
@@ -172,7 +167,10 @@ func (z *Analyzer) Observe(op *history.Op) {
 		case history.Fail:
 			k = 1
 		}
-		z.comps = append(z.comps, completion{t: op.Time, row: int32(z.nodeRow(op.Node)), kind: k})
+		z.comps.Put(0, op.Time)
+		z.comps.Put(1, int64(z.nodeRow(op.Node)))
+		z.comps.Put(2, int64(k))
+		z.comps.End()
 	case op.Kind == history.Phase:
 		if len(a.Phases) < maxPhases {
 			a.Phases = append(a.Phases, phaseMark{op.F, op.Time})
@@ -230,18 +228,20 @@ func (z *Analyzer) analysis() *analysis {
 	if z.other {
 		other = &series{Buckets: make([]counts, a.N)}
 	}
-	for _, c := range z.comps {
-		b, kind := a.bucket(c.t), kindName(c.kind)
+	r := z.comps.Reader()
+	for range z.comps.Len() {
+		t, row, k := r.Get(0), r.Get(1), r.Get(2)
+		b, kind := a.bucket(t), kindName(uint8(k))
 		a.All.Buckets[b].add(kind)
 		a.All.Total.add(kind)
 		s := other
-		if c.row >= 0 {
-			s = &a.Nodes[c.row]
+		if row >= 0 {
+			s = &a.Nodes[row]
 		}
 		s.Buckets[b].add(kind)
 		s.Total.add(kind)
 	}
-	z.comps = nil
+	z.comps = packed.Log{}
 	sort.SliceStable(a.Nodes, func(i, j int) bool { return naturalLess(a.Nodes[i].Name, a.Nodes[j].Name) })
 	if other != nil {
 		other.Name = fmt.Sprintf("%d+ other nodes", a.OtherNodes)
