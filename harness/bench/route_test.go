@@ -1,0 +1,55 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/shardtest/shardtest/internal/testbin"
+)
+
+var binary string
+
+func TestMain(m *testing.M) {
+	var cleanup func()
+	var err error
+	binary, cleanup, err = testbin.Build("shardtest-bench-test")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	cleanup()
+	os.Exit(code)
+}
+
+// Route measures each kind of request on a real two-node cluster, and the
+// remote reads reach the other node (else the figure would be a local one).
+func TestRoute(t *testing.T) {
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	r, err := Route(context.Background(), RouteOptions{Binary: binary, BasePort: 21400, Dir: t.TempDir(), Requests: 200, Warmup: 20, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, l := range map[string]Latency{"raw": r.Raw, "local": r.Local, "remote": r.Remote} {
+		if l.N != 200 || l.P50 <= 0 || l.P99 < l.P50 {
+			t.Errorf("%s: %+v", name, l)
+		}
+	}
+	// A remote read is a raw round trip and then some: a hop that cost
+	// nothing would mean it never left node A.
+	if r.Remote.P50 <= r.Raw.P50 {
+		t.Errorf("remote p50 %v not above raw p50 %v", r.Remote.P50, r.Raw.P50)
+	}
+}
+
+func TestRouteRefusesBadOptions(t *testing.T) {
+	_, err := Route(context.Background(), RouteOptions{Binary: binary, BasePort: 21400, Dir: t.TempDir(), Requests: 0})
+	if err == nil || !strings.Contains(err.Error(), "--requests") {
+		t.Fatalf("err %v", err)
+	}
+}
