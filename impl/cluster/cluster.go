@@ -302,6 +302,18 @@ func (c *Cluster) Snapshot() Snapshot {
 	return c.snapshotLocked()
 }
 
+// Find implements Membership: the member uid as Snapshot would show it.
+func (c *Cluster) Find(uid string) (MemberState, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r, ok := c.state[uid]
+	self := c.self.UID()
+	if !ok || uid == self && !c.joined {
+		return MemberState{}, false
+	}
+	return MemberState{Member: r.Member, Status: r.Status, Reachable: uid == self || c.reachable[uid]}, true
+}
+
 func (c *Cluster) snapshotLocked() Snapshot {
 	s := Snapshot{Version: c.version}
 	uid := c.self.UID()

@@ -123,6 +123,9 @@ func (s Snapshot) Find(uid string) (MemberState, bool) {
 type Membership interface {
 	// Snapshot is the current view.
 	Snapshot() Snapshot
+	// Find is Snapshot().Find(uid) without building the whole view: what
+	// every node-to-node request asks of it, once per request.
+	Find(uid string) (MemberState, bool)
 	// Changed returns a channel closed at the next change of the view.
 	Changed() <-chan struct{}
 }

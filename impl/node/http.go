@@ -419,11 +419,14 @@ func (n *Node) handleInternal(w http.ResponseWriter, r *http.Request) {
 		n.proto.WriteJSON(w, http.StatusMethodNotAllowed, n.errorBody(protocol.CodeMethodNotAllowed, r.Method+" not allowed on "+r.URL.Path+" (POST)"))
 		return
 	}
-	if _, pattern := inc.mux.Handler(r); pattern == "" {
+	// One lookup, not two (ServeHTTP would look again): the handlers
+	// read no path values.
+	h, pattern := inc.mux.Handler(r)
+	if pattern == "" {
 		n.proto.WriteJSON(w, http.StatusNotFound, n.errorBody(protocol.CodeNotFound, "no endpoint "+r.URL.Path))
 		return
 	}
-	inc.mux.ServeHTTP(w, r)
+	h.ServeHTTP(w, r)
 }
 
 func (n *Node) errorBody(code, msg string) protocol.ErrorBody {

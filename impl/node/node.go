@@ -294,7 +294,7 @@ func (n *Node) currentMember(uid string) (string, bool) {
 	if inc == nil {
 		return "", false
 	}
-	m, ok := inc.cluster.Snapshot().Find(uid)
+	m, ok := inc.cluster.Find(uid)
 	if !ok || m.Status.Final() {
 		return "", false
 	}

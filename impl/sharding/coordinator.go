@@ -320,7 +320,7 @@ func (c *coordinator) register(ctx context.Context, rr RegisterRequest) (json.Ra
 	}
 	// A member the coordinator does not know yet would look gone to the
 	// membership watch: let it retry once the views agree.
-	m, ok := c.d.Membership.Snapshot().Find(rr.Region)
+	m, ok := c.d.Membership.Find(rr.Region)
 	switch {
 	case !ok:
 		return nil, fmt.Errorf("%w: register: member %s not known to the coordinator yet", singleton.ErrUnavailable, rr.Region)
@@ -434,7 +434,7 @@ func (c *coordinator) ensureHosted(ctx context.Context, shardID, home string, fr
 
 // callRegion sends a region protocol request to region.
 func (c *coordinator) callRegion(ctx context.Context, region, op, shardID string, timeout time.Duration) error {
-	m, ok := c.d.Membership.Snapshot().Find(region)
+	m, ok := c.d.Membership.Find(region)
 	if !ok || m.Status.Final() {
 		return fmt.Errorf("member %s is gone", region)
 	}

@@ -573,7 +573,7 @@ func (r *Region) flush(shardID string, b *shardBuffer, home string) bool {
 // the shard's (new) home: the home said it does not host the shard, is
 // gone, or was never reached.
 func (r *Region) send(env *envelope, home string) (rep Reply, err error, rebuffer bool) {
-	m, ok := r.d.Membership.Snapshot().Find(home)
+	m, ok := r.d.Membership.Find(home)
 	if !ok || m.Status.Final() {
 		return Reply{}, nil, true
 	}

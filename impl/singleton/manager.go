@@ -844,7 +844,7 @@ func (m *Manager) lookup(uid string) (cluster.MemberState, bool) {
 	if ms, ok := m.snap.Find(uid); ok {
 		return ms, true
 	}
-	return m.d.Membership.Snapshot().Find(uid)
+	return m.d.Membership.Find(uid)
 }
 
 // send POSTs op to the member uid in the background; the answer comes back

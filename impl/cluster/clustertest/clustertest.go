@@ -27,6 +27,9 @@ func (f *Membership) Snapshot() cluster.Snapshot {
 	return f.snap
 }
 
+// Find implements cluster.Membership.
+func (f *Membership) Find(uid string) (cluster.MemberState, bool) { return f.Snapshot().Find(uid) }
+
 // Changed implements cluster.Membership.
 func (f *Membership) Changed() <-chan struct{} {
 	f.mu.Lock()
