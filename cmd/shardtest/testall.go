@@ -1,9 +1,11 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"html"
 	"io"
 	"log/slog"
 	"os"
@@ -49,6 +51,8 @@ func newTestAllCmd() *cobra.Command {
 		withBugs  bool
 		testCount int
 		seed      int64
+		shard     string
+		timings   string
 		cfg       suiteConfig
 	)
 	cmd := &cobra.Command{
@@ -77,6 +81,12 @@ when the system loses a race is tried on further seeds (seed+1000, ...), up to
 the scenario's number of tries, until caught; a missed try followed by another
 is a skipped test case.
 
+--shard K/N runs the K-th of N parts of the suite's (scenario, seed) runs, so
+N CI jobs in a matrix cover it once between them; the split is the same in
+every job and balances the parts by each scenario's run time: its median in
+--timings (the summary.json of an earlier suite), else its main phase plus
+20 s. shardtest merge combines the parts' results (docs/ci.md).
+
 Exit status: 0 every run valid (or, with --with-bugs, every bug caught);
 1 a run was invalid (or a bug went uncaught); 2 a run was unknown; 3 a run
 could not run. The worst wins, and a proven violation is the worst: 1
@@ -98,6 +108,18 @@ whenever a run was invalid, else 3, else 2.`,
 			scs, err := scenario.Select(filter, smoke)
 			if err != nil {
 				return &exitError{exitCannotRun, err}
+			}
+			shardK, shardN := 1, 1
+			if shard != "" {
+				if shardK, shardN, err = scenario.ParseShard(shard); err != nil {
+					return &exitError{exitCannotRun, err}
+				}
+			}
+			measured := map[string]time.Duration{}
+			if timings != "" {
+				if measured, err = readTimings(timings); err != nil {
+					return &exitError{exitCannotRun, err}
+				}
 			}
 			if withBugs {
 				var with []scenario.Scenario
@@ -124,43 +146,62 @@ whenever a run was invalid, else 3, else 2.`,
 			var runs []suiteRun
 			var junit []report.Run
 			worst := exitValid
+			var pairs []scenario.Pair
+			byName := map[string]scenario.Scenario{}
 			for _, s := range scs {
+				byName[s.Name] = s
+				w, ok := measured[s.Name]
+				if !ok {
+					w = s.Expected()
+				}
 				for i := range testCount {
-					tries := 1
-					if withBugs {
-						tries = max(s.BugTries, 1)
+					pairs = append(pairs, scenario.Pair{Scenario: s.Name, Seed: seed + int64(i), Weight: w})
+				}
+			}
+			if shardN > 1 {
+				pairs = scenario.Shard(pairs, shardK, shardN)
+				fmt.Fprintf(out, "shard %d/%d: %d of the suite's runs\n", shardK, shardN, len(pairs))
+			}
+			for _, p := range pairs {
+				s := byName[p.Scenario]
+				tries := 1
+				if withBugs {
+					tries = max(s.BugTries, 1)
+				}
+				for try := range tries {
+					if cmd.Context().Err() != nil {
+						break
 					}
-					for try := range tries {
-						if cmd.Context().Err() != nil {
-							break
+					// Further tries take seeds no other run of the
+					// suite takes.
+					sr := suiteRun{Scenario: s.Name, Seed: p.Seed + int64(try)*bugTrySeedStep}
+					if withBugs {
+						sr.Bug = s.Bug
+						if tries > 1 {
+							sr.Try, sr.Tries = try+1, tries
 						}
-						// Further tries take seeds no other run of the
-						// suite takes.
-						sr := suiteRun{Scenario: s.Name, Seed: seed + int64(i) + int64(try)*bugTrySeedStep}
-						if withBugs {
-							sr.Bug = s.Bug
-							if tries > 1 {
-								sr.Try, sr.Tries = try+1, tries
-							}
-						}
-						jr, code := cfg.runScenario(cmd, s, &sr, withBugs)
-						again := withBugs && !sr.Caught && sr.Error == "" && sr.Skipped == "" && try+1 < tries
-						if again {
-							jr.Skipped = fmt.Sprintf("%s not caught at try %d of %d (it needs a race the system may win): tried again with seed %d",
-								s.Bug, try+1, tries, sr.Seed+bugTrySeedStep)
-						} else {
-							worst = worse(worst, code)
-						}
-						runs = append(runs, sr)
-						junit = append(junit, jr)
-						fmt.Fprintln(out, sr.line())
-						if !again {
-							break
-						}
+					}
+					jr, code := cfg.runScenario(cmd, s, &sr, withBugs)
+					again := withBugs && !sr.Caught && sr.Error == "" && sr.Skipped == "" && try+1 < tries
+					if again {
+						jr.Skipped = fmt.Sprintf("%s not caught at try %d of %d (it needs a race the system may win): tried again with seed %d",
+							s.Bug, try+1, tries, sr.Seed+bugTrySeedStep)
+					} else {
+						worst = worse(worst, code)
+					}
+					runs = append(runs, sr)
+					junit = append(junit, jr)
+					fmt.Fprintln(out, sr.line())
+					if !again {
+						break
 					}
 				}
 			}
-			if err := writeSuite(suiteDir, runs, junit, withBugs, worst, time.Since(started)); err != nil {
+			var jb bytes.Buffer
+			if err := report.WriteJUnit(&jb, junit); err != nil {
+				return &exitError{exitCannotRun, err}
+			}
+			if err := writeSuite(suiteDir, runs, jb.Bytes(), withBugs, worst, time.Since(started)); err != nil {
 				return &exitError{exitCannotRun, err}
 			}
 			fmt.Fprintf(out, "%s in %s\nsummary: %s\njunit: %s\n", runCount(runs), time.Since(started).Round(time.Second),
@@ -186,6 +227,8 @@ whenever a run was invalid, else 3, else 2.`,
 	f.BoolVar(&withBugs, "with-bugs", false, "run each scenario with its deliberate bug on; a run passes when the bug is caught")
 	f.IntVar(&testCount, "test-count", 1, "seeds per scenario: --seed, --seed+1, ...")
 	f.Int64Var(&seed, "seed", 1, "first seed")
+	f.StringVar(&shard, "shard", "", "run only part K of N of the suite's runs (K/N), split the same way in every job")
+	f.StringVar(&timings, "timings", "", "summary.json of an earlier suite: its median run times balance --shard")
 	f.StringVar(&cfg.runtime, "runtime", "docker", "where nodes run: docker or local")
 	f.StringVar(&cfg.results, "results", "results", "results root folder")
 	f.StringVar(&cfg.binary, "binary", "", "docker: static shardtest binary for the reference image (the journal's, and the nodes' without --image)")
@@ -316,9 +359,13 @@ func (r suiteRun) line() string {
 type suiteSummary struct {
 	// Outcome is valid, invalid, unknown or could-not-run; with
 	// --with-bugs, caught or not-caught instead of valid and invalid.
-	Outcome    string     `json:"outcome"`
-	ExitStatus int        `json:"exit_status"`
-	Runs       []suiteRun `json:"runs"`
+	Outcome    string `json:"outcome"`
+	ExitStatus int    `json:"exit_status"`
+	// WithBugs: the runs had the deliberate bugs on (--with-bugs).
+	WithBugs bool `json:"with_bugs,omitempty"`
+	// Took is the suite's time (merged: the sum of its parts').
+	Took time.Duration `json:"took_ns,omitempty"`
+	Runs []suiteRun    `json:"runs"`
 }
 
 func suiteOutcome(exit int, withBugs bool) string {
@@ -333,28 +380,105 @@ func suiteOutcome(exit int, withBugs bool) string {
 	return verdictFor(exit)
 }
 
-// writeSuite writes the suite's JUnit file and its summaries.
-func writeSuite(dir string, runs []suiteRun, junit []report.Run, withBugs bool, exit int, took time.Duration) error {
-	var buf strings.Builder
-	if err := report.WriteJUnit(&buf, junit); err != nil {
+// writeSuite writes the suite's JUnit file, its summaries and its index
+// page.
+func writeSuite(dir string, runs []suiteRun, junit []byte, withBugs bool, exit int, took time.Duration) error {
+	if err := os.WriteFile(filepath.Join(dir, report.JUnitFile), junit, 0o644); err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(dir, report.JUnitFile), []byte(buf.String()), 0o644); err != nil {
-		return err
-	}
-	b, err := json.MarshalIndent(suiteSummary{Outcome: suiteOutcome(exit, withBugs), ExitStatus: exit, Runs: runs}, "", "  ")
+	b, err := json.MarshalIndent(suiteSummary{Outcome: suiteOutcome(exit, withBugs), ExitStatus: exit, WithBugs: withBugs, Took: took, Runs: runs}, "", "  ")
 	if err != nil {
 		return err
 	}
 	if err := os.WriteFile(filepath.Join(dir, "summary.json"), b, 0o644); err != nil {
 		return err
 	}
-	f, err := os.Create(filepath.Join(dir, "summary.md"))
-	if err != nil {
+	var md bytes.Buffer
+	writeSummaryTable(&md, runs, withBugs, took)
+	if err := os.WriteFile(filepath.Join(dir, "summary.md"), md.Bytes(), 0o644); err != nil {
 		return err
 	}
-	writeSummaryTable(f, runs, withBugs, took)
-	return f.Close()
+	return os.WriteFile(filepath.Join(dir, report.IndexFile), suiteIndex(dir, runs, suiteOutcome(exit, withBugs), took), 0o644)
+}
+
+// readSummary reads a suite's summary.json.
+func readSummary(path string) (suiteSummary, error) {
+	var s suiteSummary
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return s, err
+	}
+	if err := json.Unmarshal(b, &s); err != nil {
+		return s, fmt.Errorf("%s: %w", path, err)
+	}
+	if s.Outcome == "" {
+		return s, fmt.Errorf("%s: not a test-all summary (no outcome)", path)
+	}
+	return s, nil
+}
+
+// readTimings reads --timings: each scenario's median run time in an
+// earlier suite's summary.json (runs that ran; skipped ones say nothing).
+func readTimings(path string) (map[string]time.Duration, error) {
+	s, err := readSummary(path)
+	if err != nil {
+		return nil, fmt.Errorf("--timings: %w", err)
+	}
+	by := map[string][]time.Duration{}
+	for _, r := range s.Runs {
+		if r.Skipped == "" && r.Duration > 0 {
+			by[r.Scenario] = append(by[r.Scenario], r.Duration)
+		}
+	}
+	out := map[string]time.Duration{}
+	for name, ds := range by {
+		slices.Sort(ds)
+		out[name] = ds[len(ds)/2]
+	}
+	return out, nil
+}
+
+// suiteIndex is the suite's index page: its outcome and one row per run,
+// linked to the run's report where the run folder is reachable from dir.
+func suiteIndex(dir string, runs []suiteRun, outcome string, took time.Duration) []byte {
+	var b bytes.Buffer
+	esc := html.EscapeString
+	fmt.Fprintf(&b, "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>shardtest suite: %s</title>\n", esc(outcome))
+	b.WriteString("<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:.2em .6em;text-align:left}" +
+		".valid,.caught{color:#176317}.invalid,.not-caught{color:#a31515;font-weight:bold}.unknown,.could-not-run{color:#8a5a00}</style></head><body>\n")
+	fmt.Fprintf(&b, "<h1>shardtest suite: <span class=\"%s\">%s</span></h1>\n<p>%s, %s in all. <a href=\"summary.md\">summary.md</a> · <a href=\"%s\">%s</a> · <a href=\"summary.json\">summary.json</a></p>\n",
+		esc(outcome), esc(outcome), esc(runCount(runs)), took.Round(time.Second), report.JUnitFile, report.JUnitFile)
+	b.WriteString("<table><tr><th>scenario</th><th>seed</th><th>outcome</th><th>time</th><th>report</th></tr>\n")
+	for _, r := range runs {
+		what, class := string(r.Verdict), string(r.Verdict)
+		switch {
+		case r.Skipped != "":
+			what, class = "skipped: "+r.Skipped, ""
+		case r.Error != "":
+			what, class = "could not run: "+r.Error, "could-not-run"
+		case r.Bug != "" && r.Caught:
+			what, class = "caught "+r.Bug, "caught"
+		case r.Bug != "":
+			what, class = r.Bug+" not caught", "not-caught"
+		case len(r.Invalid) > 0:
+			what += " (" + strings.Join(r.Invalid, ", ") + ")"
+		}
+		link := "—"
+		if r.Dir != "" {
+			page := filepath.Join(r.Dir, report.IndexFile)
+			if rel, err := filepath.Rel(dir, page); err == nil {
+				if _, err := os.Stat(page); err == nil {
+					link = fmt.Sprintf("<a href=\"%s\">%s</a>", esc(filepath.ToSlash(rel)), esc(r.Dir))
+				} else {
+					link = esc(r.Dir)
+				}
+			}
+		}
+		fmt.Fprintf(&b, "<tr><td>%s</td><td>%d</td><td class=\"%s\">%s</td><td>%s</td><td>%s</td></tr>\n",
+			esc(r.Scenario), r.Seed, class, esc(what), r.Duration.Round(time.Second), link)
+	}
+	b.WriteString("</table></body></html>\n")
+	return b.Bytes()
 }
 
 // writeSummaryTable writes one row per scenario: its seeds' outcomes.

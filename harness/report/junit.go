@@ -261,3 +261,35 @@ func WriteCases(w io.Writer, name string, props map[string]string, cases []Case,
 	}
 	return writeXML(w, s)
 }
+
+// MergeJUnit writes the JUnit files of several suites (each as WriteJUnit
+// wrote it: a <testsuites> root) as one, their testsuites in the order
+// given and the totals summed: what test-all --shard's jobs produced,
+// combined as one unsplit suite would have written it.
+func MergeJUnit(w io.Writer, files ...io.Reader) error {
+	root := junitSuites{Name: "shardtest"}
+	var total float64
+	for i, f := range files {
+		var s junitSuites
+		if err := xml.NewDecoder(f).Decode(&s); err != nil {
+			return fmt.Errorf("junit: file %d: %w", i+1, err)
+		}
+		if s.XMLName.Local != "testsuites" {
+			return fmt.Errorf("junit: file %d: root <%s>, want <testsuites>", i+1, s.XMLName.Local)
+		}
+		for _, st := range s.Suites {
+			root.Tests += st.Tests
+			root.Failures += st.Failures
+			root.Errors += st.Errors
+			root.Skipped += st.Skipped
+			t, err := strconv.ParseFloat(st.Time, 64)
+			if err != nil {
+				return fmt.Errorf("junit: file %d: suite %q: time %q: %w", i+1, st.Name, st.Time, err)
+			}
+			total += t
+			root.Suites = append(root.Suites, st)
+		}
+	}
+	root.Time = strconv.FormatFloat(total, 'f', 3, 64)
+	return writeXML(w, root)
+}

@@ -3,6 +3,7 @@ package report
 import (
 	"bytes"
 	"encoding/xml"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -191,6 +192,49 @@ func TestJUnitCombined(t *testing.T) {
 	var empty xSuites
 	if err := xml.Unmarshal(b.Bytes(), &empty); err != nil || empty.Tests != 0 || len(empty.Suites) != 0 {
 		t.Errorf("empty: %v, %+v", err, empty)
+	}
+}
+
+// Merging the JUnit files of a suite's parts gives the file the whole suite
+// writes, byte for byte, however it was cut; a file that is not a suite's
+// is refused.
+func TestMergeJUnit(t *testing.T) {
+	runs := []Run{
+		{Dir: "a", Input: Input{Test: "register", Duration: time.Second, Started: time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC),
+			Checks: []checker.Result{{Checker: "linearizable", Verdict: checker.Invalid, Summary: "x", Evidence: []string{"e1", "e2 <&>"}}}}},
+		{Dir: "b", Input: Input{Test: "idgen", Duration: 2 * time.Second, Checks: []checker.Result{{Checker: "unique-ids", Verdict: checker.Valid}}}},
+		{Dir: "c", Input: Input{Test: "append", Duration: 500 * time.Millisecond, Checks: []checker.Result{{Checker: "append-log", Verdict: checker.Unknown}}}},
+		{Skipped: "needs --runtime docker", Input: Input{Test: "journal-cut seed 1"}},
+	}
+	write := func(rs []Run) []byte {
+		var b bytes.Buffer
+		if err := WriteJUnit(&b, rs); err != nil {
+			t.Fatal(err)
+		}
+		return b.Bytes()
+	}
+	whole := write(runs)
+	for _, cuts := range [][]int{{0, 4}, {0, 2, 4}, {0, 1, 2, 3, 4}, {0, 0, 3, 4}} {
+		var parts []io.Reader
+		for i := 0; i+1 < len(cuts); i++ {
+			parts = append(parts, bytes.NewReader(write(runs[cuts[i]:cuts[i+1]])))
+		}
+		var b bytes.Buffer
+		if err := MergeJUnit(&b, parts...); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(b.Bytes(), whole) {
+			t.Errorf("cut at %v: merged\n%s\nwant\n%s", cuts, b.String(), whole)
+		}
+	}
+	var one bytes.Buffer
+	if err := WriteJUnitSuite(&one, runs[0]); err != nil {
+		t.Fatal(err)
+	}
+	for name, bad := range map[string]string{"a run's own file": one.String(), "not XML": "{}", "a bad time": `<testsuites><testsuite name="x" time="soon"></testsuite></testsuites>`} {
+		if err := MergeJUnit(io.Discard, strings.NewReader(bad)); err == nil {
+			t.Errorf("%s: merged", name)
+		}
 	}
 }
 
