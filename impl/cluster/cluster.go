@@ -302,6 +302,17 @@ func (c *Cluster) Snapshot() Snapshot {
 	return c.snapshotLocked()
 }
 
+// SelfStatus is Snapshot().Self.Status without building the view: what
+// every client request asks (is this member ready?).
+func (c *Cluster) SelfStatus() Status {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if r, ok := c.state[c.self.UID()]; ok && c.joined {
+		return r.Status
+	}
+	return StatusJoining
+}
+
 // Find implements Membership: the member uid as Snapshot would show it.
 func (c *Cluster) Find(uid string) (MemberState, bool) {
 	c.mu.Lock()

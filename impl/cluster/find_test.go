@@ -9,7 +9,8 @@ import (
 )
 
 // TestFindIsSnapshotFind: Find answers what Snapshot().Find answers, for
-// every member the state holds and for one it does not, joined or not.
+// every member the state holds and for one it does not, joined or not; and
+// SelfStatus what Snapshot().Self.Status says.
 func TestFindIsSnapshotFind(t *testing.T) {
 	self := Member{Name: "n1", Incarnation: "a", UpNumber: 1}
 	others := []*record{
@@ -27,6 +28,9 @@ func TestFindIsSnapshotFind(t *testing.T) {
 		c.state.merge(&record{Member: self, Status: StatusUp})
 		for _, r := range others {
 			c.state.merge(r)
+		}
+		if got, want := c.SelfStatus(), c.Snapshot().Self.Status; got != want {
+			t.Errorf("joined %v: SelfStatus %s, Snapshot().Self.Status %s", joined, got, want)
 		}
 		for _, uid := range []string{"n1@a", "n2@b", "n3@c", "n4@d", "n5@e", "n6@f", "n1@old"} {
 			want, wantOK := c.Snapshot().Find(uid)

@@ -77,7 +77,7 @@ func (n *Node) selfState() cluster.Status {
 	if inc == nil {
 		return cluster.StatusJoining
 	}
-	return inc.cluster.Snapshot().Self.Status
+	return inc.cluster.SelfStatus()
 }
 
 func memberInfo(m cluster.MemberState) protocol.Member {
