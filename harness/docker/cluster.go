@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"log/slog"
+	"maps"
 	mrand "math/rand/v2"
 	"net"
 	"net/http"
@@ -298,7 +299,13 @@ func (c *Cluster) runNode(ctx context.Context, n *Node, seeds []string) error {
 }
 
 func (c *Cluster) labels() map[string]string {
-	return map[string]string{LabelManaged: "true", LabelRun: c.runID}
+	l := map[string]string{LabelManaged: "true", LabelRun: c.runID}
+	if h, ok := ThisHost(); ok {
+		if o, ok := h.Self(); ok {
+			maps.Copy(l, o.Labels())
+		}
+	}
+	return l
 }
 
 func (c *Cluster) closeClient() {
@@ -647,7 +654,7 @@ func (c *Cluster) Stop(ctx context.Context) error {
 		if err := c.CopyLogs(ctx); err != nil {
 			errs = append(errs, err)
 		}
-		if _, err := Cleanup(ctx, c.cli, c.runID); err != nil {
+		if _, err := Cleanup(ctx, c.cli, Selection{Run: c.runID}); err != nil {
 			errs = append(errs, err)
 		}
 		if c.cancel != nil {

@@ -47,7 +47,7 @@ func TestClusterControls(t *testing.T) {
 	defer cancel()
 	runID := testRunID(t)
 	dir := t.TempDir()
-	t.Cleanup(func() { Cleanup(context.Background(), cli, runID) })
+	t.Cleanup(func() { Cleanup(context.Background(), cli, Selection{Run: runID}) })
 	c, err := Start(ctx, Options{Nodes: 3, RunID: runID, Dir: dir, Binary: bin, Logger: testLogger(t), Client: cli})
 	if err != nil {
 		t.Fatal(err)

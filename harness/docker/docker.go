@@ -59,6 +59,16 @@ type Resource struct {
 	Name string
 	ID   string
 	Run  string // the run id label
+	// Owner is the harness that made it (HasOwner false: its labels name
+	// none).
+	Owner    Owner
+	HasOwner bool
+}
+
+func resource(kind, name, id string, labels map[string]string) Resource {
+	r := Resource{Kind: kind, Name: name, ID: id, Run: labels[LabelRun]}
+	r.Owner, r.HasOwner = OwnerOf(labels)
+	return r
 }
 
 func (r Resource) String() string {
@@ -86,39 +96,56 @@ func Leftovers(ctx context.Context, cli *client.Client, runID string) ([]Resourc
 		if len(c.Names) > 0 {
 			name = strings.TrimPrefix(c.Names[0], "/")
 		}
-		out = append(out, Resource{Kind: "container", Name: name, ID: c.ID, Run: c.Labels[LabelRun]})
+		out = append(out, resource("container", name, c.ID, c.Labels))
 	}
 	ns, err := cli.NetworkList(ctx, client.NetworkListOptions{Filters: labelFilters(runID)})
 	if err != nil {
 		return nil, fmt.Errorf("docker: list networks: %w", err)
 	}
 	for _, n := range ns.Items {
-		out = append(out, Resource{Kind: "network", Name: n.Name, ID: n.ID, Run: n.Labels[LabelRun]})
+		out = append(out, resource("network", n.Name, n.ID, n.Labels))
 	}
 	vs, err := cli.VolumeList(ctx, client.VolumeListOptions{Filters: labelFilters(runID)})
 	if err != nil {
 		return nil, fmt.Errorf("docker: list volumes: %w", err)
 	}
 	for _, v := range vs.Items {
-		out = append(out, Resource{Kind: "volume", Name: v.Name, ID: v.Name, Run: v.Labels[LabelRun]})
+		out = append(out, resource("volume", v.Name, v.Name, v.Labels))
 	}
 	return out, nil
 }
 
-// Cleanup removes every container, network and volume labelled
-// shardtest.managed=true (and, if runID is not empty, only those of that
-// run): containers are killed. It works from labels alone, so it also
-// removes the leftovers of a harness that was killed.
-func Cleanup(ctx context.Context, cli *client.Client, runID string) (removed int, err error) {
-	return CleanupEach(ctx, cli, runID, nil)
+// Cleanup removes the containers (killed), networks and volumes sel
+// selects of those labelled shardtest.managed=true (see Host.Keeps). It
+// works from labels and /proc alone, so it also removes the leftovers of a
+// harness that was killed.
+func Cleanup(ctx context.Context, cli *client.Client, sel Selection) (removed int, err error) {
+	removed, _, err = CleanupEach(ctx, cli, sel, nil)
+	return removed, err
 }
 
 // CleanupEach is Cleanup, calling fn (if not nil) for each resource
-// removed.
-func CleanupEach(ctx context.Context, cli *client.Client, runID string, fn func(Resource)) (removed int, err error) {
-	rs, err := Leftovers(ctx, cli, runID)
+// removed; it returns those it kept, with why.
+func CleanupEach(ctx context.Context, cli *client.Client, sel Selection, fn func(Resource)) (removed int, kept []Kept, err error) {
+	all, err := Leftovers(ctx, cli, sel.Run)
 	if err != nil {
-		return 0, err
+		return 0, nil, err
+	}
+	host, known := ThisHost()
+	if !known {
+		host = Host{StartOf: func(int) (uint64, bool) { return 0, false }}
+	}
+	var rs []Resource
+	for _, r := range all {
+		why := host.Keeps(r, sel)
+		if !known && why == "" && sel.Run == "" && !sel.All {
+			why = "this system has no /proc to tell whether its harness still runs: --run or --all removes it"
+		}
+		if why != "" {
+			kept = append(kept, Kept{r, why})
+			continue
+		}
+		rs = append(rs, r)
 	}
 	var errs []error
 	done := func(r Resource) {
@@ -164,7 +191,13 @@ func CleanupEach(ctx context.Context, cli *client.Client, runID string, fn func(
 			}
 		}
 	}
-	return removed, errors.Join(errs...)
+	return removed, kept, errors.Join(errs...)
+}
+
+// Kept is a resource a cleanup left in place, and why.
+type Kept struct {
+	Resource
+	Why string
 }
 
 // retry retries f a few times while it fails with a conflict (a resource

@@ -207,7 +207,7 @@ func TestClusterEndToEnd(t *testing.T) {
 	defer cancel()
 	runID := testRunID(t)
 	dir := t.TempDir()
-	t.Cleanup(func() { Cleanup(context.Background(), cli, runID) })
+	t.Cleanup(func() { Cleanup(context.Background(), cli, Selection{Run: runID}) })
 
 	start := time.Now()
 	c, err := Start(ctx, Options{Nodes: 3, RunID: runID, Dir: dir, Binary: bin, Logger: testLogger(t), Client: cli})
@@ -350,7 +350,7 @@ func TestCleanupAfterCrash(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Second)
 	defer cancel()
 	runID := testRunID(t)
-	t.Cleanup(func() { Cleanup(context.Background(), cli, runID) })
+	t.Cleanup(func() { Cleanup(context.Background(), cli, Selection{Run: runID}) })
 
 	// Start with a context of its own and never call Stop: the harness
 	// "crashed", leaving containers, network and volume behind.
@@ -374,8 +374,21 @@ func TestCleanupAfterCrash(t *testing.T) {
 		t.Fatalf("before cleanup: %v, want 3 containers, 1 network, 1 volume", kinds)
 	}
 
+	// Everything names this process as its owner: a cleanup without
+	// --run or --all leaves it, the harness being alive.
+	for _, r := range left {
+		if !r.HasOwner || r.Owner.PID != os.Getpid() {
+			t.Errorf("%s: owner %+v (recorded: %v), want this process", r, r.Owner, r.HasOwner)
+		}
+	}
+	if _, kept, err := CleanupEach(ctx, cli, Selection{}, nil); err != nil {
+		t.Fatal(err)
+	} else if mine := keptOf(kept, runID); mine != 5 {
+		t.Errorf("a cleanup of ended runs kept %d of this live run's 5 resources", mine)
+	}
+
 	var removed []Resource
-	n, err := CleanupEach(ctx, cli, runID, func(r Resource) { removed = append(removed, r) })
+	n, _, err := CleanupEach(ctx, cli, Selection{Run: runID}, func(r Resource) { removed = append(removed, r) })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -383,7 +396,7 @@ func TestCleanupAfterCrash(t *testing.T) {
 		t.Errorf("removed %d (%v), want 5", n, removed)
 	}
 	assertNothingLeft(t, cli, runID)
-	if n, err := Cleanup(ctx, cli, runID); err != nil || n != 0 {
+	if n, err := Cleanup(ctx, cli, Selection{Run: runID}); err != nil || n != 0 {
 		t.Errorf("second cleanup: %d, %v; want 0, nil", n, err)
 	}
 }
@@ -393,7 +406,7 @@ func TestNetworkSubnetOverlap(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	runID := testRunID(t)
-	t.Cleanup(func() { Cleanup(context.Background(), cli, runID) })
+	t.Cleanup(func() { Cleanup(context.Background(), cli, Selection{Run: runID}) })
 	// Another network already holds the run's first-choice subnet.
 	first := Subnet(runID, 0)
 	_, err := cli.NetworkCreate(ctx, "shardtest-"+runID+"-blocker", client.NetworkCreateOptions{
@@ -411,7 +424,7 @@ func TestNetworkSubnetOverlap(t *testing.T) {
 	if c.subnet == first || c.subnet != Subnet(runID, 1) {
 		t.Errorf("subnet %v; want the second choice %v (the first, %v, is taken)", c.subnet, Subnet(runID, 1), first)
 	}
-	if n, err := Cleanup(ctx, cli, runID); err != nil || n != 2 {
+	if n, err := Cleanup(ctx, cli, Selection{Run: runID}); err != nil || n != 2 {
 		t.Errorf("cleanup: %d, %v; want 2 networks", n, err)
 	}
 	assertNothingLeft(t, cli, runID)
@@ -432,4 +445,15 @@ func TestDockerfileMatchesRepository(t *testing.T) {
 	if got := strings.Join(lines, "\n") + "\n"; got != dockerfile {
 		t.Fatalf("docker/Dockerfile:\n%s\nharness builds:\n%s", got, dockerfile)
 	}
+}
+
+// keptOf counts the kept resources of run.
+func keptOf(kept []Kept, run string) int {
+	n := 0
+	for _, k := range kept {
+		if k.Run == run {
+			n++
+		}
+	}
+	return n
 }

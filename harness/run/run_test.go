@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/moby/moby/client"
 	"github.com/shardtest/shardtest/checker"
 	"github.com/shardtest/shardtest/harness/docker"
 	"github.com/shardtest/shardtest/history"
@@ -243,6 +244,102 @@ func TestKilledHarnessCleanup(t *testing.T) {
 	if len(left) > 0 {
 		t.Fatalf("left after cleanup: %v", left)
 	}
+}
+
+// Two runs on one engine: the harness of one is killed, the other still
+// runs. A cleanup with no flags removes what the killed one left and leaves
+// the live one's cluster running (one CI job's cleanup must not tear down
+// another's on a shared engine).
+func TestCleanupLeavesLiveRuns(t *testing.T) {
+	if os.Getenv("SHARDTEST_NO_DOCKER") == "1" {
+		t.Skip("SHARDTEST_NO_DOCKER=1")
+	}
+	ctx := context.Background()
+	cli, err := docker.NewClient(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	start := func(name string) (*exec.Cmd, string) {
+		root := t.TempDir()
+		cmd := exec.Command(binary, "run", "--binary", binary, "--time-limit", "120s", "--results", root, "--name", name, "--concurrency", "2")
+		cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		return cmd, filepath.Join(root, name)
+	}
+	live, liveDir := start("live")
+	killed, killedDir := start("killed")
+	var liveID string
+	t.Cleanup(func() {
+		live.Process.Signal(syscall.SIGKILL)
+		live.Wait()
+		if liveID != "" {
+			docker.Cleanup(context.Background(), cli, docker.Selection{Run: liveID})
+		}
+	})
+	// runID waits until the run records operations and returns its id.
+	runID := func(dir string) string {
+		deadline := time.Now().Add(90 * time.Second)
+		for time.Now().Before(deadline) {
+			matches, _ := filepath.Glob(filepath.Join(dir, "2*", "history.jsonl"))
+			if len(matches) == 1 {
+				if st, err := os.Stat(matches[0]); err == nil && st.Size() > 20_000 {
+					var o Options
+					b, _ := os.ReadFile(filepath.Join(filepath.Dir(matches[0]), "test.json"))
+					if json.Unmarshal(b, &o) == nil && o.RunID != "" {
+						return o.RunID
+					}
+				}
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		t.Fatalf("%s never recorded operations", dir)
+		return ""
+	}
+	liveID = runID(liveDir)
+	killedID := runID(killedDir)
+	killed.Process.Signal(syscall.SIGKILL)
+	killed.Wait()
+	running := func(id string) int {
+		cs, err := cli.ContainerList(ctx, client.ContainerListOptions{Filters: make(client.Filters).Add("label", docker.LabelRun+"="+id)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(cs.Items)
+	}
+	before := running(liveID)
+	if before == 0 || running(killedID) == 0 {
+		t.Fatalf("running containers before the cleanup: live %d, killed %d", before, running(killedID))
+	}
+	out, err := exec.Command(binary, "cleanup").CombinedOutput()
+	if err != nil {
+		t.Fatalf("cleanup: %v\n%s", err, out)
+	}
+	if left, err := docker.Leftovers(ctx, cli, killedID); err != nil || len(left) > 0 {
+		t.Errorf("the killed run's resources after cleanup: %v %v", left, err)
+	}
+	if n := running(liveID); n != before {
+		t.Errorf("the live run has %d containers running after cleanup, %d before\n%s", n, before, out)
+	}
+	if !strings.Contains(string(out), "kept run "+liveID) {
+		t.Errorf("cleanup does not say it kept the live run:\n%s", out)
+	}
+	select {
+	case <-exited(live):
+		t.Error("the live run's harness exited during the cleanup")
+	default:
+	}
+}
+
+// exited is closed once cmd's process has exited (without reaping it).
+func exited(cmd *exec.Cmd) <-chan struct{} {
+	ch := make(chan struct{})
+	if err := syscall.Kill(cmd.Process.Pid, 0); err != nil {
+		close(ch)
+	}
+	return ch
 }
 
 // fakeRuntime "starts" one node: an HTTP server the test provides.
