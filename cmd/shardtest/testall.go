@@ -12,11 +12,13 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/shardtest/shardtest/checker"
+	"github.com/shardtest/shardtest/harness/local"
 	"github.com/shardtest/shardtest/harness/report"
 	"github.com/shardtest/shardtest/harness/run"
 	"github.com/shardtest/shardtest/harness/scenario"
@@ -53,6 +55,7 @@ func newTestAllCmd() *cobra.Command {
 		seed      int64
 		shard     string
 		timings   string
+		parallel  int
 		cfg       suiteConfig
 	)
 	cmd := &cobra.Command{
@@ -87,12 +90,28 @@ every job and balances the parts by each scenario's run time: its median in
 --timings (the summary.json of an earlier suite), else its main phase plus
 20 s. shardtest merge combines the parts' results (docs/ci.md).
 
+--parallel P runs up to P runs at once, each its own cluster and results
+folder (local: worker k's ports start at --base-port + 200k, all checked
+free before the first run); the summaries keep the suite's order. Runs side
+by side share the machine's cores: docs/ci.md says how many fit.
+
 Exit status: 0 every run valid (or, with --with-bugs, every bug caught);
 1 a run was invalid (or a bug went uncaught); 2 a run was unknown; 3 a run
 could not run. The worst wins, and a proven violation is the worst: 1
 whenever a run was invalid, else 3, else 2.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if parallel < 1 {
+				return &exitError{exitCannotRun, fmt.Errorf("--parallel %d: want at least 1", parallel)}
+			}
+			if cfg.runtime == "local" {
+				// Every worker's port range must be usable before any run.
+				for w := range parallel {
+					if err := local.CheckPorts(cfg.basePort+w*parallelPortStride, maxLocalNodes); err != nil {
+						return &exitError{exitCannotRun, fmt.Errorf("--parallel %d: worker %d: %w", parallel, w+1, err)}
+					}
+				}
+			}
 			if testCount < 1 {
 				return &exitError{exitCannotRun, fmt.Errorf("--test-count %d: want at least 1", testCount)}
 			}
@@ -162,7 +181,18 @@ whenever a run was invalid, else 3, else 2.`,
 				pairs = scenario.Shard(pairs, shardK, shardN)
 				fmt.Fprintf(out, "shard %d/%d: %d of the suite's runs\n", shardK, shardN, len(pairs))
 			}
-			for _, p := range pairs {
+			// Each pair's runs (one, or a bug's tries) land in its slot, so
+			// the summaries keep the suite's order whatever order the runs
+			// end in with --parallel.
+			type entry struct {
+				sr   suiteRun
+				jr   report.Run
+				code int
+			}
+			slots := make([][]entry, len(pairs))
+			var mu sync.Mutex // out and worst
+			runPair := func(i int, c suiteConfig) {
+				p := pairs[i]
 				s := byName[p.Scenario]
 				tries := 1
 				if withBugs {
@@ -181,20 +211,47 @@ whenever a run was invalid, else 3, else 2.`,
 							sr.Try, sr.Tries = try+1, tries
 						}
 					}
-					jr, code := cfg.runScenario(cmd, s, &sr, withBugs)
+					jr, code := c.runScenario(cmd, s, &sr, withBugs)
 					again := withBugs && !sr.Caught && sr.Error == "" && sr.Skipped == "" && try+1 < tries
 					if again {
 						jr.Skipped = fmt.Sprintf("%s not caught at try %d of %d (it needs a race the system may win): tried again with seed %d",
 							s.Bug, try+1, tries, sr.Seed+bugTrySeedStep)
-					} else {
-						worst = worse(worst, code)
+						code = exitValid
 					}
-					runs = append(runs, sr)
-					junit = append(junit, jr)
+					slots[i] = append(slots[i], entry{sr, jr, code})
+					mu.Lock()
+					worst = worse(worst, code)
 					fmt.Fprintln(out, sr.line())
+					mu.Unlock()
 					if !again {
 						break
 					}
+				}
+			}
+			// Worker w owns its own range of local ports: runs side by side
+			// never share one.
+			next := make(chan int)
+			var wg sync.WaitGroup
+			for w := range min(parallel, max(len(pairs), 1)) {
+				c := cfg
+				c.basePort = cfg.basePort + w*parallelPortStride
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for i := range next {
+						runPair(i, c)
+					}
+				}()
+			}
+			for i := range pairs {
+				next <- i
+			}
+			close(next)
+			wg.Wait()
+			for _, es := range slots {
+				for _, e := range es {
+					runs = append(runs, e.sr)
+					junit = append(junit, e.jr)
 				}
 			}
 			var jb bytes.Buffer
@@ -229,6 +286,7 @@ whenever a run was invalid, else 3, else 2.`,
 	f.Int64Var(&seed, "seed", 1, "first seed")
 	f.StringVar(&shard, "shard", "", "run only part K of N of the suite's runs (K/N), split the same way in every job")
 	f.StringVar(&timings, "timings", "", "summary.json of an earlier suite: its median run times balance --shard")
+	f.IntVar(&parallel, "parallel", 1, "run up to this many runs at once (each its own cluster; local: worker k uses --base-port + 200k)")
 	f.StringVar(&cfg.runtime, "runtime", "docker", "where nodes run: docker or local")
 	f.StringVar(&cfg.results, "results", "results", "results root folder")
 	f.StringVar(&cfg.binary, "binary", "", "docker: static shardtest binary for the reference image (the journal's, and the nodes' without --image)")
@@ -322,6 +380,15 @@ func (c suiteConfig) runScenario(cmd *cobra.Command, s scenario.Scenario, sr *su
 	}
 	return jr, exitInvalid
 }
+
+// parallelPortStride separates the local port ranges of test-all's
+// workers: a run uses its base port, base+1.. for its nodes' HTTP and
+// base+101.. for their gossip, joins included.
+const parallelPortStride = 200
+
+// maxLocalNodes is the most nodes a catalogue run starts on the local
+// runtime (its nodes and the ones it joins), for the port check.
+const maxLocalNodes = 12
 
 // bugTrySeedStep separates the seeds of a bug's further tries.
 const bugTrySeedStep = 1000

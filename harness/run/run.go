@@ -14,6 +14,7 @@ import (
 	"runtime/debug"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -284,13 +285,13 @@ func (t *Test) Run(ctx context.Context, resultsRoot string) (Result, error) {
 		return Result{}, err
 	}
 	start := time.Now()
-	dir := filepath.Join(resultsRoot, o.Name, start.UTC().Format("20060102T150405.000Z"))
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	dir, suffix, err := newRunDir(filepath.Join(resultsRoot, o.Name), start)
+	if err != nil {
 		return Result{}, fmt.Errorf("results directory: %w", err)
 	}
 	res := Result{Test: o.Name, Dir: dir, Started: start.UTC(), Verdict: checker.Unknown}
 	if o.RunID == "" {
-		o.RunID = runID(o.Name, start)
+		o.RunID = runID(o.Name, start) + suffix
 	}
 	t.Options.RunID = o.RunID
 	o.HarnessVersion = harnessVersion()
@@ -881,6 +882,31 @@ func harnessVersion() string {
 // runID derives a run id from the test name and start time: letters,
 // digits, '.', '_' and '-' only, at most 40 characters.
 func runID(name string, start time.Time) string { return RunID(name, start) }
+
+// newRunDir makes a run's folder under parent, named by its start; a run
+// of the same test started in the same millisecond (test-all --parallel)
+// gets the name with "-2", "-3", ... (suffix), never the other's folder.
+func newRunDir(parent string, start time.Time) (dir, suffix string, err error) {
+	if err := os.MkdirAll(parent, 0o755); err != nil {
+		return "", "", err
+	}
+	base := filepath.Join(parent, start.UTC().Format("20060102T150405.000Z"))
+	for i := 1; i <= 100; i++ {
+		dir, suffix = base, ""
+		if i > 1 {
+			suffix = "-" + strconv.Itoa(i)
+			dir += suffix
+		}
+		err := os.Mkdir(dir, 0o755)
+		if err == nil {
+			return dir, suffix, nil
+		}
+		if !errors.Is(err, os.ErrExist) {
+			return "", "", err
+		}
+	}
+	return "", "", fmt.Errorf("%s: 100 runs started in the same millisecond", base)
+}
 
 // RunID derives a run id from a name and a start time: letters, digits,
 // ".", "_" and "-" only, at most 40 characters (Docker labels and names).

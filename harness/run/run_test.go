@@ -569,3 +569,24 @@ func TestRefusedBeforeAnySideEffect(t *testing.T) {
 		})
 	}
 }
+
+// Runs of one test started in the same millisecond get folders of their
+// own.
+func TestNewRunDirIsExclusive(t *testing.T) {
+	parent := filepath.Join(t.TempDir(), "register")
+	at := time.Date(2026, 12, 1, 10, 0, 0, 123e6, time.UTC)
+	seen := map[string]bool{}
+	for i := range 3 {
+		dir, suffix, err := newRunDir(parent, at)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if seen[dir] {
+			t.Fatalf("try %d: %s given twice", i, dir)
+		}
+		seen[dir] = true
+		if want := []string{"", "-2", "-3"}[i]; suffix != want || !strings.HasSuffix(dir, "20261201T100000.123Z"+want) {
+			t.Errorf("try %d: %s, suffix %q", i, dir, suffix)
+		}
+	}
+}
