@@ -70,7 +70,7 @@ type Options struct {
 type Node struct {
 	Name string
 	// HTTPAddr is the node protocol address published on the host
-	// (127.0.0.1:port). It stays the same for the container's life, across
+	// (127.0.0.1:port, or the engine's host's address for a remote engine). It stays the same for the container's life, across
 	// Kill and Start.
 	HTTPAddr    string
 	IP          string // on the cluster network
@@ -92,6 +92,8 @@ type Cluster struct {
 	image     string
 	network   string
 	subnet    netip.Prefix
+	// engine is where the published ports are (the engine's host).
+	engine Engine
 
 	// mu guards journal, nodes, nextIndex, ctl and the exited channel of
 	// every Node they point to (Start replaces it); a Node's other fields
@@ -177,6 +179,10 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		}
 		c.ownClient = true
 	} else if err := Ping(ctx, c.cli); err != nil {
+		return nil, err
+	}
+	if c.engine, err = EngineAt(c.cli.DaemonHost()); err != nil {
+		c.closeClient()
 		return nil, err
 	}
 	if opts.Binary == "" {
@@ -347,7 +353,7 @@ func (c *Cluster) containerName(name string) string {
 }
 
 // run creates and starts n's container on the cluster network with the
-// given port published on 127.0.0.1, and starts watching for its exit. It
+// given port published on the engine's host (127.0.0.1 when local), and starts watching for its exit. It
 // sets n's ContainerID once the container exists (so CopyLogs finds it even
 // if starting it fails), then HTTPAddr and the exited channel.
 //
@@ -374,11 +380,11 @@ func (c *Cluster) run(ctx context.Context, n *Node, port int, cfg *container.Con
 	const tries = 5
 	var last error
 	for range tries {
-		hostPort, err := pickHostPort()
+		hostPort, err := pickHostPort(c.engine.Remote)
 		if err != nil {
 			return fmt.Errorf("docker: container %s: %w", name, err)
 		}
-		hc.PortBindings = network.PortMap{p: {{HostIP: netip.MustParseAddr("127.0.0.1"), HostPort: strconv.Itoa(hostPort)}}}
+		hc.PortBindings = network.PortMap{p: {{HostIP: c.engine.Bind, HostPort: strconv.Itoa(hostPort)}}}
 		res, err := c.cli.ContainerCreate(ctx, client.ContainerCreateOptions{
 			Name:       name,
 			Config:     cfg,
@@ -397,7 +403,7 @@ func (c *Cluster) run(ctx context.Context, n *Node, port int, cfg *container.Con
 		if err == nil {
 			exited := make(chan struct{})
 			c.mu.Lock()
-			n.HTTPAddr = "127.0.0.1:" + strconv.Itoa(hostPort)
+			n.HTTPAddr = net.JoinHostPort(c.engine.Host, strconv.Itoa(hostPort))
 			n.exited = exited
 			c.mu.Unlock()
 			go c.watch(n.Name, res.ID, exited)
@@ -429,7 +435,10 @@ func isPortConflict(err error) bool {
 }
 
 // pickHostPort returns a TCP port free on 127.0.0.1 at the time of the
-// call, for a container to keep for its life.
+// call, for a container to keep for its life; for a remote engine, whose
+// host's ports cannot be checked from here, one above this machine's
+// ephemeral range, taken at random (the engine refuses a taken one, and
+// run tries another).
 //
 // It prefers a port above the kernel's ephemeral range: between a Kill
 // and a Start, while the engine does not hold the port, the host's own
@@ -437,7 +446,14 @@ func isPortConflict(err error) bool {
 // their source ports from that range, and one that drew the node's port
 // would make the Start fail to bind it. Where there is no such room (or no
 // /proc), it takes a port the kernel picks.
-func pickHostPort() (int, error) {
+func pickHostPort(remote bool) (int, error) {
+	if remote {
+		hi := 60999 // Linux's default end of the range
+		if _, h, ok := ephemeralRange(); ok && h < 65535-100 {
+			hi = h
+		}
+		return hi + 1 + mrand.IntN(65535-hi), nil
+	}
 	if _, hi, ok := ephemeralRange(); ok && hi < 65535-100 {
 		for range 20 {
 			port := hi + 1 + mrand.IntN(65535-hi)
