@@ -18,6 +18,7 @@ import (
 	"github.com/shardtest/shardtest/harness/run"
 	"github.com/shardtest/shardtest/harness/scenario"
 	"github.com/shardtest/shardtest/history"
+	"github.com/shardtest/shardtest/nemesis"
 	"github.com/shardtest/shardtest/workloads"
 )
 
@@ -48,6 +49,9 @@ func newRunCmd() *cobra.Command {
 		keep      bool
 		// scenarioName takes the test from the catalogue.
 		scenarioName string
+		// scheduleFile is a fault schedule of the user's (docs/schedules.md).
+		scheduleFile string
+		schedule     []nemesis.Step
 	)
 	cmd := &cobra.Command{
 		Use:   "run",
@@ -59,6 +63,10 @@ show. Every invocation and completion is recorded with the harness's own
 monotonic clock in results/<name>/<time>/history.jsonl (docs/history.md), next
 to test.json (every option and the seed), results.json (counts and verdict)
 and the nodes' logs; results/latest points at the newest run.
+
+--schedule FILE injects and heals faults at the times a schedule file gives
+(docs/schedules.md: your own scenario, without recompiling; what shardtest
+shrink writes).
 
 The same --seed gives the same operation schedule, and with --nemesis the
 same fault schedule: after a quiet --nemesis-interval, a fault is injected,
@@ -91,6 +99,24 @@ before could not run before unknown.`,
 					return &exitError{exitCannotRun, err}
 				}
 			}
+			if scheduleFile != "" {
+				switch {
+				case scenarioName != "":
+					return &exitError{exitCannotRun, errors.New("--schedule and --scenario: a scenario has its own schedule")}
+				case o.Nemesis != "":
+					return &exitError{exitCannotRun, errors.New("--schedule and --nemesis: give one (the schedule names its faults)")}
+				}
+				f, err := os.Open(scheduleFile)
+				if err != nil {
+					return &exitError{exitCannotRun, fmt.Errorf("--schedule: %w", err)}
+				}
+				schedule, err = nemesis.ReadSchedule(f)
+				f.Close()
+				if err != nil {
+					return &exitError{exitCannotRun, fmt.Errorf("--schedule %s: %w", scheduleFile, err)}
+				}
+				o.Schedule = nemesis.SeedSchedule(schedule, o.Seed)
+			}
 			if o.Name == "" {
 				o.Name = o.Workload
 			}
@@ -121,6 +147,11 @@ before could not run before unknown.`,
 			for i := range testCount {
 				to := o
 				to.Seed = o.Seed + int64(i)
+				if schedule != nil {
+					// The script's times and faults stay; its targets
+					// follow each test's seed.
+					to.Schedule = nemesis.SeedSchedule(schedule, to.Seed)
+				}
 				t := &run.Test{Options: to, Runtime: rt, Workload: w, Log: logger, Keep: keep}
 				if fi, err := os.Stderr.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
 					// A live progress line, only on a terminal.
@@ -171,6 +202,7 @@ before could not run before unknown.`,
 	f.StringArrayVar(&o.NodeArgs, "node-arg", nil, "extra flag for every node, repeatable")
 	f.StringVar(&o.Image, "image", "", "docker: run the nodes from this image, already in the engine (never pulled), any implementation of docs/protocol.md (default: the reference node); the journal and the packet-filter sidecars still run from the reference image (see --binary); the harness refuses a workload the image does not declare")
 	f.StringVar(&o.Nemesis, "nemesis", "", "faults to inject, comma-separated full names or families (partition, loss, kill, pause, clock, member; shardtest list nemeses); none by default")
+	f.StringVar(&scheduleFile, "schedule", "", "a fault schedule file (docs/schedules.md): faults at fixed times of the main phase, instead of --nemesis")
 	f.DurationVar(&o.NemesisInterval, "nemesis-interval", 10*time.Second, "time between fault actions: quiet, inject, hold, heal, quiet, ... (each ±25 %, from --seed)")
 	f.StringVar(&results, "results", "results", "results root folder")
 	f.IntVar(&testCount, "test-count", 1, "run this many tests in a row, with seeds --seed, --seed+1, ...")

@@ -15,11 +15,31 @@ import (
 // Bad flags and a missing Docker engine end `shardtest run` with status 3
 // and a message that says what is wrong, before anything is started.
 func TestRunRefusesBadInput(t *testing.T) {
+	dir := t.TempDir()
+	sched := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	good := sched("good.json", `{"format":"shardtest-schedule","steps":[{"at":"2s","fault":"kill:one"},{"at":"5s","fault":"kill:one","heal":true}]}`)
+	late := sched("late.json", `{"format":"shardtest-schedule","steps":[{"at":"2s","fault":"kill:one"},{"at":"50s","fault":"kill:one","heal":true}]}`)
+	family := sched("family.json", `{"format":"shardtest-schedule","steps":[{"at":"2s","fault":"kill"}]}`)
+	unknown := sched("unknown.json", `{"format":"shardtest-schedule","steps":[{"at":"2s","fault":"kill:everything"}]}`)
+	garbled := sched("garbled.json", `{"format":"shardtest-schedule","steps":[{"at":"2 s","fault":"kill:one"}]}`)
 	tests := []struct {
 		args []string
 		env  map[string]string
 		want string
 	}{
+		{[]string{"--schedule", filepath.Join(dir, "none.json")}, nil, "--schedule: open"},
+		{[]string{"--schedule", garbled}, nil, `step 0: at "2 s"`},
+		{[]string{"--schedule", good, "--nemesis", "kill"}, nil, "--schedule and --nemesis"},
+		{[]string{"--schedule", good, "--scenario", "coordinator-crash"}, nil, "--schedule and --scenario"},
+		{[]string{"--schedule", late, "--time-limit", "10s"}, nil, "outside the main phase"},
+		{[]string{"--schedule", family}, nil, "name one fault in full"},
+		{[]string{"--schedule", unknown}, nil, "kill:everything"},
 		{[]string{"--nodes", "0"}, nil, "--nodes 0"},
 		{[]string{"--concurrency", "0"}, nil, "--concurrency 0"},
 		{[]string{"--time-limit", "0s"}, nil, "--time-limit"},
