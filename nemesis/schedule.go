@@ -34,11 +34,15 @@ type Step struct {
 
 // SeedSchedule returns a copy of a scripted schedule whose steps' own
 // random choices (which node, which offset) follow seed: the script's
-// times and faults stay, the targets vary with the seed.
+// times and faults stay, the targets vary with the seed. A step that has a
+// seed of its own (a schedule file that fixes it, as shrink writes) keeps
+// it.
 func SeedSchedule(steps []Step, seed int64) []Step {
 	out := slices.Clone(steps)
 	for i := range out {
-		out[i].Seed = uint64(seed)*1_000_003 + uint64(i)
+		if out[i].Seed == 0 {
+			out[i].Seed = uint64(seed)*1_000_003 + uint64(i)
+		}
 	}
 	return out
 }

@@ -26,10 +26,13 @@ type fileStep struct {
 	Heal   bool   `json:"heal,omitempty"`
 	Key    string `json:"key,omitempty"`
 	Target string `json:"target,omitempty"`
+	// Seed fixes the step's own random choices; without it they follow
+	// the run's --seed.
+	Seed uint64 `json:"seed,omitempty"`
 }
 
-// ReadSchedule reads a schedule file. Its steps' own random choices are
-// left to the run's seed (SeedSchedule). The checks that need the test (the
+// ReadSchedule reads a schedule file. Its steps' own random choices follow
+// their "seed", or, without one, the run's seed (SeedSchedule). The checks that need the test (the
 // faults' names, the main phase's length) are the run's; these are the
 // file's: strict JSON with no unknown field, the format named, an "at" of
 // every step a duration, steps in time order, heals of faults injected.
@@ -69,7 +72,7 @@ func ReadSchedule(r io.Reader) ([]Step, error) {
 		case s.Fault == "":
 			return nil, fmt.Errorf("schedule step %d: no fault (shardtest list nemeses)", i)
 		}
-		steps[i] = Step{At: at, Fault: s.Fault, Heal: s.Heal, Key: s.Key, Target: s.Target}
+		steps[i] = Step{At: at, Fault: s.Fault, Heal: s.Heal, Key: s.Key, Target: s.Target, Seed: s.Seed}
 	}
 	if err := ValidateSchedule(steps); err != nil {
 		return nil, err
@@ -78,11 +81,11 @@ func ReadSchedule(r io.Reader) ([]Step, error) {
 }
 
 // WriteSchedule writes steps as a schedule file, which ReadSchedule reads
-// back as they were (their seeds aside).
+// back as they were.
 func WriteSchedule(w io.Writer, steps []Step) error {
 	f := scheduleFile{Format: ScheduleFormat, Steps: make([]fileStep, len(steps))}
 	for i, s := range steps {
-		f.Steps[i] = fileStep{At: s.At.String(), Fault: s.Fault, Heal: s.Heal, Key: s.Key, Target: s.Target}
+		f.Steps[i] = fileStep{At: s.At.String(), Fault: s.Fault, Heal: s.Heal, Key: s.Key, Target: s.Target, Seed: s.Seed}
 	}
 	b, err := json.MarshalIndent(f, "", "  ")
 	if err != nil {

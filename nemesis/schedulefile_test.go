@@ -10,7 +10,7 @@ import (
 func TestReadSchedule(t *testing.T) {
 	good := `{"format":"shardtest-schedule","steps":[
 		{"at":"5s","fault":"partition:halves"},
-		{"at":"6.5s","fault":"clock:bump","key":"skew","target":"one"},
+		{"at":"6.5s","fault":"clock:bump","key":"skew","target":"one","seed":77},
 		{"at":"20s","fault":"partition:halves","heal":true},
 		{"at":"1m","fault":"clock:bump","key":"skew","heal":true}]}`
 	steps, err := ReadSchedule(strings.NewReader(good))
@@ -19,7 +19,7 @@ func TestReadSchedule(t *testing.T) {
 	}
 	want := []Step{
 		{At: 5 * time.Second, Fault: "partition:halves"},
-		{At: 6500 * time.Millisecond, Fault: "clock:bump", Key: "skew", Target: "one"},
+		{At: 6500 * time.Millisecond, Fault: "clock:bump", Key: "skew", Target: "one", Seed: 77},
 		{At: 20 * time.Second, Fault: "partition:halves", Heal: true},
 		{At: time.Minute, Fault: "clock:bump", Key: "skew", Heal: true},
 	}
@@ -65,5 +65,13 @@ func TestReadSchedule(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: err %v, want %q", tc.name, err, tc.want)
 		}
+	}
+}
+
+// A step's own seed is kept; the others follow the run's.
+func TestSeedScheduleKeepsFixedSeeds(t *testing.T) {
+	steps := SeedSchedule([]Step{{At: 1, Fault: "kill:one"}, {At: 2, Fault: "kill:one", Heal: true, Seed: 5}}, 3)
+	if steps[0].Seed == 0 || steps[1].Seed != 5 {
+		t.Fatalf("%+v", steps)
 	}
 }

@@ -963,3 +963,45 @@ func validName(name string) bool {
 	}
 	return true
 }
+
+// PlannedSchedule is the fault schedule a run of t performs: the scripted
+// one, or the one --nemesis draws from the seed over the faults that fit
+// the cluster (as the run leaves out the others; an implementation that
+// lacks a fault's capability would leave out more, as the run's log says).
+// shrink starts from it.
+func (t *Test) PlannedSchedule() ([]nemesis.Step, error) {
+	o := t.Options
+	if len(o.Schedule) > 0 {
+		return slices.Clone(o.Schedule), nil
+	}
+	faults, err := nemesis.Parse(o.faults())
+	if err != nil || len(faults) == 0 {
+		return nil, err
+	}
+	r := &nemesis.Runner{Faults: faults, Env: &nemesis.Env{Capabilities: protocol.AllCapabilities(),
+		Cluster: plannedCluster{runtime: t.Runtime.Name(), features: features(t.Runtime), nodes: o.Nodes}}}
+	if _, err := r.Check(); err != nil {
+		return nil, err
+	}
+	return o.plan(nemesis.Names(r.Faults)), nil
+}
+
+// Precheck refuses what Run would refuse before any side effect.
+func (t *Test) Precheck() error {
+	if err := t.Options.Validate(); err != nil {
+		return err
+	}
+	if c, ok := t.Runtime.(interface{ Check(nodes int) error }); ok {
+		if err := c.Check(t.Options.Nodes); err != nil {
+			return err
+		}
+	}
+	return t.precheckFaults()
+}
+
+func features(rt Runtime) []string {
+	if f, ok := rt.(interface{ Features() []string }); ok {
+		return f.Features()
+	}
+	return nil
+}
