@@ -26,13 +26,15 @@ const (
 
 type (
 	pageView struct {
-		Test, Dir       string
-		Verdict         string
-		VerdictClass    string
-		Started         string
-		Duration        string
-		Rechecked       string
-		Checks          []checkView
+		Test, Dir    string
+		Verdict      string
+		VerdictClass string
+		Started      string
+		Duration     string
+		Rechecked    string
+		Checks       []checkView
+		// Failed leads the page: one line per checker that said invalid.
+		Failed          []failedView
 		EvidenceOmitted int
 		Options         []optionRow
 		MoreOptions     int
@@ -46,9 +48,16 @@ type (
 		Logs            []fileView
 		MoreLogs        int
 	}
+	failedView struct {
+		Name, Anchor, Summary, When string
+	}
 	checkView struct {
 		Name, Verdict, Class, Summary string
-		Evidence                      []string
+		// Anchor is the check's id on the page.
+		Anchor   string
+		Evidence []string
+		// Fold: the evidence is long, so it starts folded.
+		Fold bool
 		// EvidenceOmitted counts lines left out to bound the page.
 		EvidenceOmitted int
 		Files           []fileView
@@ -150,7 +159,19 @@ func buildPage(root *os.Root, dir string, in Input) pageView {
 				cv.Images = append(cv.Images, fv)
 			}
 		}
+		cv.Anchor = anchor(c.Checker)
+		cv.Fold = len(cv.Evidence) > foldEvidence
 		p.Checks = append(p.Checks, cv)
+		if c.Verdict == checker.Invalid {
+			fv := failedView{Name: cv.Name, Anchor: cv.Anchor, Summary: clip(c.Summary, maxSummaryText)}
+			switch {
+			case c.Detection != nil:
+				fv.When = c.Detection.String() + "."
+			case c.FirstViolation > 0:
+				fv.When = "First violation proven at " + fmtTime(c.FirstViolation) + "."
+			}
+			p.Failed = append(p.Failed, fv)
+		}
 	}
 
 	ov := options(in.Options)
@@ -197,7 +218,7 @@ func buildPage(root *os.Root, dir string, in Input) pageView {
 				}
 				p.Nodes = append(p.Nodes, nodeRow{name, n.Total.OK, n.Total.Fail, n.Total.Info, n.Total.total()})
 			}
-			p.Timeline = timeline(a)
+			p.Timeline = timeline(a, violationMarks(in.Checks))
 		}
 	}
 
@@ -215,13 +236,42 @@ func buildPage(root *os.Root, dir string, in Input) pageView {
 	return p
 }
 
-func timeline(a *analysis) *timelineView {
+// foldEvidence: a checker with more evidence lines than this shows them
+// folded, so that the next checker is not pages away.
+const foldEvidence = 8
+
+// anchor is a checker's id on the page.
+func anchor(name string) string {
+	b := []byte("check-")
+	for _, c := range []byte(name) {
+		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' {
+			b = append(b, c)
+		} else {
+			b = append(b, '-')
+		}
+	}
+	return string(b)
+}
+
+// violationMarks are the first violations of the invalid checkers, for
+// the timeline.
+func violationMarks(checks []checker.Result) []mark {
+	var out []mark
+	for _, c := range checks {
+		if c.Verdict == checker.Invalid && c.FirstViolation > 0 {
+			out = append(out, mark{t: c.FirstViolation, label: clip(c.Checker, maxLabel)})
+		}
+	}
+	return out
+}
+
+func timeline(a *analysis, marks []mark) *timelineView {
 	tv := &timelineView{
 		Width:       a.Width.String(),
 		Span:        fmtTime(a.End),
 		Buckets:     a.N,
 		MorePhases:  a.MorePhases,
-		SVG:         a.svg(),
+		SVG:         a.svg(marks),
 		MoreFaults:  a.MoreFaults,
 		NoFaults:    len(a.Intervals) == 0,
 		Completions: a.All.Total.total(),
@@ -331,6 +381,8 @@ img.embedded { max-width: 100%; border: 1px solid #ddd; margin: .4em 0; display:
 .timeline svg { font-family: sans-serif; font-size: 11px; }
 .targets { font-family: monospace; font-size: .85em; overflow-wrap: anywhere; }
 nav a { margin-right: 1em; }
+ul.failed li { margin: .3em 0; }
+details > summary { cursor: pointer; color: #333; margin: .3em 0; }
 .legend span { display: inline-block; width: .9em; height: .9em; vertical-align: middle; margin: 0 .3em 0 .8em; }
 </style>
 </head>
@@ -338,14 +390,19 @@ nav a { margin-right: 1em; }
 <h1>{{.Test}} <span class="verdict v-{{.VerdictClass}}">{{.Verdict}}</span></h1>
 <p class="note">{{if .Started}}started {{.Started}}, {{end}}took {{.Duration}} &middot; run folder <code>{{.Dir}}</code></p>
 {{if .Rechecked}}<p class="warn">The checkers were re-run by <code>shardtest check</code> at {{.Rechecked}}: the verdicts here are theirs. <code>results.json</code> still holds the verdict the run itself reached.</p>{{end}}
-<nav><a href="#checks">checks</a><a href="#timeline">timeline</a><a href="#history">history</a><a href="#options">options</a><a href="#files">files</a></nav>
+{{if .Failed}}<h2 id="failed">What failed</h2>
+<ul class="failed">{{range .Failed}}<li><a href="#{{.Anchor}}"><b>{{.Name}}</b></a>: {{.Summary}}{{if .When}} {{.When}}{{end}}</li>
+{{end}}</ul>
+<p class="note">The timeline marks each first violation with a red line; each checker's evidence is below.</p>{{end}}
+<nav>{{if .Failed}}<a href="#failed">what failed</a>{{end}}<a href="#checks">checks</a><a href="#timeline">timeline</a><a href="#history">history</a><a href="#options">options</a><a href="#files">files</a></nav>
 
 <h2 id="checks">Checks</h2>
 {{range .Checks}}
-<div class="check">
+<div class="check" id="{{.Anchor}}">
 <h3>{{.Name}} <span class="verdict v-{{.Class}}">{{.Verdict}}</span></h3>
 <p>{{.Summary}}</p>
-{{if .Evidence}}<ol class="evidence">{{range .Evidence}}<li>{{.}}</li>{{end}}</ol>{{end}}
+{{if .Fold}}<details><summary>{{len .Evidence}} lines of evidence</summary><ol class="evidence">{{range .Evidence}}<li>{{.}}</li>{{end}}</ol></details>
+{{else if .Evidence}}<ol class="evidence">{{range .Evidence}}<li>{{.}}</li>{{end}}</ol>{{end}}
 {{if .EvidenceOmitted}}<p class="note">{{.EvidenceOmitted}} more evidence line(s) left out to keep this page small; results.json holds all the evidence of the run's own check.</p>{{end}}
 {{if .Files}}<p>Files: {{range .Files}}{{if .Exists}}<a href="{{.Href}}">{{.Name}}</a> {{else}}<span class="missing">{{.Name}} (not in the run folder)</span> {{end}}{{end}}{{if .MoreFiles}}and {{.MoreFiles}} more (see results.json){{end}}</p>{{end}}
 {{range .Images}}<img class="embedded" src="{{.Href}}" alt="{{.Name}}">{{end}}
@@ -366,6 +423,7 @@ Hover a row or a fault for its details.</p>
 {{if .Phases}}<g>{{range .Phases}}<line x1="{{.X}}" y1="{{$.Timeline.SVG.PhaseY}}" x2="{{.X}}" y2="{{$.Timeline.SVG.Height}}" stroke="#333" stroke-dasharray="3,3"/><text x="{{.X}}" y="{{.Y}}" {{if .End}}dx="-3" text-anchor="end"{{else}}dx="3"{{end}} fill="#333">{{.Label}}</text>{{end}}</g>{{end}}
 {{range .Lanes}}<g><text x="4" y="{{.Y}}" dy="10" fill="#333">{{.Label}}</text>{{$lane := .}}{{range .Rects}}<rect x="{{.X}}" y="{{$lane.Y}}" width="{{.W}}" height="{{$lane.Height}}" fill="{{$lane.Color}}" fill-opacity="0.75"{{if .Failed}} stroke="#c00000" stroke-width="2"{{end}}><title>{{.Title}}</title></rect>{{end}}</g>
 {{end}}
+{{range .Marks}}<g><line x1="{{.X}}" y1="{{$.Timeline.SVG.MarkY}}" x2="{{.X}}" y2="{{$.Timeline.SVG.Height}}" stroke="#c00000" stroke-width="2"/><text x="{{.X}}" y="{{.Y}}" {{if .End}}dx="-3" text-anchor="end"{{else}}dx="3"{{end}} fill="#c00000" font-weight="bold">{{.Label}}</text><title>{{.Title}}</title></g>{{end}}
 {{range .Rows}}<g transform="translate({{$.Timeline.SVG.PlotX}},{{.Y}})"><title>{{.Title}}</title><rect x="0" y="0" width="{{$.Timeline.SVG.PlotW}}" height="{{.Base}}" fill="#fafafa" stroke="#eee"/>{{if .Info}}<path d="{{.Info}}" fill="#e8a317"/>{{end}}{{if .Fail}}<path d="{{.Fail}}" fill="#d04040"/>{{end}}{{if .OK}}<path d="{{.OK}}" fill="#3d9140"/>{{end}}<text x="-6" y="{{.Base}}" dy="-10" text-anchor="end" fill="#333">{{.Label}}</text></g>
 {{end}}
 </svg>{{end}}

@@ -521,3 +521,52 @@ func TestAnalyzeOdd(t *testing.T) {
 		})
 	}
 }
+
+// An invalid run's page leads with what failed: a line per invalid checker
+// (linked to its evidence, with its time to detection) before the checks;
+// the timeline marks the first violation; long evidence starts folded,
+// short evidence open.
+func TestPageShowsWhatFailedFirst(t *testing.T) {
+	s := time.Second.Nanoseconds()
+	h := ops(
+		history.Op{Time: 0, Kind: history.Phase, Process: -1, F: "main"},
+		opAt(1*s, history.Invoke, 0, "n1"), opAt(1*s+5, history.OK, 0, "n1"),
+		nem(2*s, "partition:halves", `{"action":"inject","began":1900000000}`, ""),
+		opAt(9*s, history.Invoke, 1, "n2"), opAt(9*s+5, history.OK, 1, "n2"),
+	)
+	var long []string
+	for i := range 20 {
+		long = append(long, fmt.Sprintf("register/e%d: not linearizable", i))
+	}
+	in := Input{Test: "t", Verdict: checker.Invalid, History: &history.File{Ops: h}, Checks: []checker.Result{
+		{Checker: "single-instance", Verdict: checker.Valid, Summary: "never two alive at once", Evidence: []string{"one line"}},
+		{Checker: "linearizable", Verdict: checker.Invalid, Summary: "20 entities not linearizable", Evidence: long,
+			FirstViolation: 5 * s, Detection: &checker.Detection{Fault: "partition:halves", FaultAt: 2 * s, At: 5 * s, After: 3 * time.Second}},
+	}}
+	var b bytes.Buffer
+	if err := WriteHTML(&b, t.TempDir(), in); err != nil {
+		t.Fatal(err)
+	}
+	page := b.String()
+	failed, checks := strings.Index(page, `<h2 id="failed">What failed</h2>`), strings.Index(page, `<h2 id="checks">`)
+	if failed < 0 || checks < 0 || failed > checks {
+		t.Fatalf("no \"What failed\" ahead of the checks (%d, %d)", failed, checks)
+	}
+	lead := page[failed:checks]
+	for _, want := range []string{`href="#check-linearizable"`, "20 entities not linearizable", "3s after partition:halves took effect"} {
+		if !strings.Contains(lead, want) {
+			t.Errorf("the lead lacks %q:\n%s", want, lead)
+		}
+	}
+	if strings.Contains(lead, "single-instance") {
+		t.Error("a valid checker in the lead")
+	}
+	for _, want := range []string{`id="check-linearizable"`, "<details><summary>20 lines of evidence</summary>", `stroke="#c00000" stroke-width="2"`, "✕ linearizable", "first violation proven at 5s"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the page lacks %q", want)
+		}
+	}
+	if i := strings.Index(page, `id="check-single-instance"`); i < 0 || strings.Contains(page[i:strings.Index(page[i:], "</div>")+i], "<details>") {
+		t.Error("one line of evidence folded")
+	}
+}

@@ -455,12 +455,17 @@ type (
 		Ticks         []svgTick
 		Phases        []svgTick
 		PhaseY        int
-		Lanes         []svgLane
-		Rows          []svgRow
+		// Marks are the checkers' first violations, labelled in the band
+		// at MarkY.
+		Marks []svgTick
+		MarkY int
+		Lanes []svgLane
+		Rows  []svgRow
 	}
 	svgTick struct {
 		X     int
 		Label string
+		Title string
 		// Y is the label's baseline; End anchors it at its end (near the
 		// right edge).
 		Y   int
@@ -490,9 +495,16 @@ type (
 	}
 )
 
+// mark is a moment the timeline marks: a checker's first violation.
+type mark struct {
+	t     int64
+	label string
+}
+
 // svg lays out the timeline: an axis, phase marks, a lane per fault and a
-// row per node (all nodes first) of stacked ok/fail/info areas per bucket.
-func (a *analysis) svg() svgView {
+// row per node (all nodes first) of stacked ok/fail/info areas per bucket,
+// and a red line at each mark.
+func (a *analysis) svg(marks []mark) svgView {
 	bw := max(2, plotW/a.N)
 	v := svgView{PlotX: labelW, PlotW: bw * a.N}
 	v.Width = v.PlotX + v.PlotW + rightPad
@@ -511,6 +523,16 @@ func (a *analysis) svg() svgView {
 		for i, p := range a.Phases {
 			px := x(p.Time)
 			v.Phases = append(v.Phases, svgTick{X: px, Label: clip(p.Name, maxLabel), Y: y + 11 + 12*(i%2), End: px > v.PlotX+v.PlotW-80})
+		}
+		y += phaseH
+	}
+	if len(marks) > 0 {
+		// A band of their own under the phases' labels.
+		v.MarkY = y
+		for i, m := range marks {
+			mx := x(m.t)
+			v.Marks = append(v.Marks, svgTick{X: mx, Label: "✕ " + m.label, Title: m.label + ": first violation proven at " + fmtTime(m.t),
+				Y: y + 11 + 12*(i%2), End: mx > v.PlotX+v.PlotW-80})
 		}
 		y += phaseH
 	}
