@@ -52,6 +52,19 @@ type Result struct {
 	// Detection says how long after the last fault took effect the first
 	// violation was proven (set by Detect).
 	Detection *Detection `json:"detection,omitempty"`
+	// Smallest is, for invalid, the counterexample with the fewest
+	// operations: the one to read first.
+	Smallest *Counterexample `json:"smallest,omitempty"`
+}
+
+// Counterexample names one violation a person can follow.
+type Counterexample struct {
+	// What it is about (an entity) and how many operations show it.
+	What string `json:"what"`
+	Ops  int    `json:"ops"`
+	// File is its visualization, relative to the output directory ("":
+	// none).
+	File string `json:"file,omitempty"`
 }
 
 // proven notes a violation proven by time t (the earliest one is kept).

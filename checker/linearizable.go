@@ -409,6 +409,9 @@ func (s *linStream) Result(ctx context.Context, pass *Pass) Result {
 			addUnknown("timed out", fmt.Sprintf("%s: not decided within %v (%d ops)", name, t, len(e.ops)))
 		case porcupine.Illegal:
 			invalid = append(invalid, name)
+			if res.Smallest == nil || len(e.ops) < res.Smallest.Ops {
+				res.Smallest = &Counterexample{What: name, Ops: len(e.ops)}
+			}
 			if len(invalid) > maxEvidence {
 				continue
 			}
@@ -456,6 +459,9 @@ func (s *linStream) Result(ctx context.Context, pass *Pass) Result {
 				} else {
 					res.Files = append(res.Files, filepath.ToSlash(rel))
 					res.Evidence = append(res.Evidence, fmt.Sprintf("%s: visualization in %s", name, filepath.ToSlash(rel)))
+					if res.Smallest != nil && res.Smallest.What == name {
+						res.Smallest.File = filepath.ToSlash(rel)
+					}
 				}
 			}
 		}

@@ -179,6 +179,9 @@ func TestLinearizableHTML(t *testing.T) {
 	if !contains(r.Evidence, "#4/#5, process 1") || !contains(r.Evidence, "leaves the register at 2") || !strings.Contains(r.Summary, "1 of 2 register entities") {
 		t.Fatalf("evidence:\n%s\n%s", r.Summary, strings.Join(r.Evidence, "\n"))
 	}
+	if s := r.Smallest; s == nil || s.What != ra || s.Ops != 3 || s.File != r.Files[0] {
+		t.Errorf("smallest counterexample %+v, want %s, 3 ops, its visualization", s, ra)
+	}
 	// No output directory: no file, still invalid.
 	if r := (Linearizable{}).Check(context.Background(), h, ""); r.Verdict != Invalid || len(r.Files) != 0 {
 		t.Fatalf("%+v", r)

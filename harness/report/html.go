@@ -50,6 +50,10 @@ type (
 	}
 	failedView struct {
 		Name, Anchor, Summary, When string
+		// Smallest is the counterexample with the fewest operations, and
+		// its visualization.
+		Smallest     string
+		SmallestFile *fileView
 	}
 	checkView struct {
 		Name, Verdict, Class, Summary string
@@ -169,6 +173,14 @@ func buildPage(root *os.Root, dir string, in Input) pageView {
 				fv.When = c.Detection.String() + "."
 			case c.FirstViolation > 0:
 				fv.When = "First violation proven at " + fmtTime(c.FirstViolation) + "."
+			}
+			if c.Smallest != nil {
+				fv.Smallest = fmt.Sprintf("%s (%d operations)", clip(c.Smallest.What, 200), c.Smallest.Ops)
+				if c.Smallest.File != "" {
+					if f := fileIn(root, c.Smallest.File); f.Exists {
+						fv.SmallestFile = &f
+					}
+				}
 			}
 			p.Failed = append(p.Failed, fv)
 		}
@@ -391,7 +403,7 @@ details > summary { cursor: pointer; color: #333; margin: .3em 0; }
 <p class="note">{{if .Started}}started {{.Started}}, {{end}}took {{.Duration}} &middot; run folder <code>{{.Dir}}</code></p>
 {{if .Rechecked}}<p class="warn">The checkers were re-run by <code>shardtest check</code> at {{.Rechecked}}: the verdicts here are theirs. <code>results.json</code> still holds the verdict the run itself reached.</p>{{end}}
 {{if .Failed}}<h2 id="failed">What failed</h2>
-<ul class="failed">{{range .Failed}}<li><a href="#{{.Anchor}}"><b>{{.Name}}</b></a>: {{.Summary}}{{if .When}} {{.When}}{{end}}</li>
+<ul class="failed">{{range .Failed}}<li><a href="#{{.Anchor}}"><b>{{.Name}}</b></a>: {{.Summary}}{{if .When}} {{.When}}{{end}}{{if .Smallest}}<br>The smallest counterexample: {{.Smallest}}{{with .SmallestFile}}, <a href="{{.Href}}">see it step by step</a>{{end}}.{{end}}</li>
 {{end}}</ul>
 <p class="note">The timeline marks each first violation with a red line; each checker's evidence is below.</p>{{end}}
 <nav>{{if .Failed}}<a href="#failed">what failed</a>{{end}}<a href="#checks">checks</a><a href="#timeline">timeline</a><a href="#history">history</a><a href="#options">options</a><a href="#files">files</a></nav>

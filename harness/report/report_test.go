@@ -541,10 +541,14 @@ func TestPageShowsWhatFailedFirst(t *testing.T) {
 	in := Input{Test: "t", Verdict: checker.Invalid, History: &history.File{Ops: h}, Checks: []checker.Result{
 		{Checker: "single-instance", Verdict: checker.Valid, Summary: "never two alive at once", Evidence: []string{"one line"}},
 		{Checker: "linearizable", Verdict: checker.Invalid, Summary: "20 entities not linearizable", Evidence: long,
-			FirstViolation: 5 * s, Detection: &checker.Detection{Fault: "partition:halves", FaultAt: 2 * s, At: 5 * s, After: 3 * time.Second}},
+			FirstViolation: 5 * s, Detection: &checker.Detection{Fault: "partition:halves", FaultAt: 2 * s, At: 5 * s, After: 3 * time.Second},
+			Smallest: &checker.Counterexample{What: "register/e7", Ops: 5, File: "linearizability/register-e7.html"}},
 	}}
+	dir := t.TempDir()
+	os.MkdirAll(filepath.Join(dir, "linearizability"), 0o755)
+	os.WriteFile(filepath.Join(dir, "linearizability", "register-e7.html"), []byte("x"), 0o644)
 	var b bytes.Buffer
-	if err := WriteHTML(&b, t.TempDir(), in); err != nil {
+	if err := WriteHTML(&b, dir, in); err != nil {
 		t.Fatal(err)
 	}
 	page := b.String()
@@ -553,7 +557,8 @@ func TestPageShowsWhatFailedFirst(t *testing.T) {
 		t.Fatalf("no \"What failed\" ahead of the checks (%d, %d)", failed, checks)
 	}
 	lead := page[failed:checks]
-	for _, want := range []string{`href="#check-linearizable"`, "20 entities not linearizable", "3s after partition:halves took effect"} {
+	for _, want := range []string{`href="#check-linearizable"`, "20 entities not linearizable", "3s after partition:halves took effect",
+		"The smallest counterexample: register/e7 (5 operations)", `href="./linearizability/register-e7.html"`} {
 		if !strings.Contains(lead, want) {
 			t.Errorf("the lead lacks %q:\n%s", want, lead)
 		}
