@@ -300,20 +300,34 @@ func printChecks(w io.Writer, results []checker.Result) {
 	if len(results) == 0 {
 		fmt.Fprintln(w, "  (no checker for this workload yet: verdict unknown)")
 	}
+	// A line per checker, then what failed: when, the smallest
+	// counterexample, the first lines of evidence (the report has the
+	// rest). An unknown checker's first lines say why it could not decide.
 	for _, r := range results {
 		fmt.Fprintf(w, "  %-14s %-8s %s\n", r.Checker, r.Verdict, r.Summary)
+	}
+	const lines = 3
+	for _, r := range results {
+		if r.Verdict == checker.Valid || len(r.Evidence) == 0 && r.Detection == nil && r.Smallest == nil {
+			continue
+		}
+		fmt.Fprintf(w, "%s (%s):\n", r.Checker, r.Verdict)
 		if r.Detection != nil {
-			fmt.Fprintf(w, "      time to detection: %s\n", r.Detection)
+			fmt.Fprintf(w, "    %s\n", r.Detection)
+		}
+		if s := r.Smallest; s != nil {
+			fmt.Fprintf(w, "    smallest counterexample: %s (%d operations)", s.What, s.Ops)
+			if s.File != "" {
+				fmt.Fprintf(w, ": %s", s.File)
+			}
+			fmt.Fprintln(w)
 		}
 		for i, e := range r.Evidence {
-			if i == 10 {
-				fmt.Fprintf(w, "      ... %d more in results.json\n", len(r.Evidence)-10)
+			if i == lines {
+				fmt.Fprintf(w, "    ... %d more lines in the report\n", len(r.Evidence)-lines)
 				break
 			}
-			fmt.Fprintf(w, "      %s\n", e)
-		}
-		for _, f := range r.Files {
-			fmt.Fprintf(w, "      see %s\n", f)
+			fmt.Fprintf(w, "    %s\n", e)
 		}
 	}
 }

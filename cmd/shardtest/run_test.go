@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"github.com/shardtest/shardtest/checker"
 	"io"
 	"os"
 	"path/filepath"
@@ -208,5 +209,27 @@ func TestUsageErrorsCannotRun(t *testing.T) {
 		if code := exitCode(cmd, err); code != exitCannotRun {
 			t.Errorf("%v: exit %d (%v), want %d", args, code, err, exitCannotRun)
 		}
+	}
+}
+
+// The terminal summary: a line per checker, then, for those that did not
+// pass, when, the smallest counterexample and three lines of evidence.
+func TestPrintChecks(t *testing.T) {
+	var b bytes.Buffer
+	printChecks(&b, []checker.Result{
+		{Checker: "single-instance", Verdict: checker.Valid, Summary: "fine", Evidence: []string{"counted"}},
+		{Checker: "linearizable", Verdict: checker.Invalid, Summary: "2 entities not linearizable",
+			Evidence:  []string{"e1", "e2", "e3", "e4", "e5"},
+			Detection: &checker.Detection{Fault: "kill:one", FaultAt: 1e9, At: 3e9, After: 2e9},
+			Smallest:  &checker.Counterexample{What: "register/a", Ops: 4, File: "linearizability/register_a.html"}},
+	})
+	want := "  single-instance valid    fine\n" +
+		"  linearizable   invalid  2 entities not linearizable\n" +
+		"linearizable (invalid):\n" +
+		"    first violation proven at 3s, 2s after kill:one took effect (at 1s)\n" +
+		"    smallest counterexample: register/a (4 operations): linearizability/register_a.html\n" +
+		"    e1\n    e2\n    e3\n    ... 2 more lines in the report\n"
+	if b.String() != want {
+		t.Errorf("got\n%s\nwant\n%s", b.String(), want)
 	}
 }
