@@ -403,7 +403,7 @@ details > summary { cursor: pointer; color: #333; margin: .3em 0; }
 <p class="note">{{if .Started}}started {{.Started}}, {{end}}took {{.Duration}} &middot; run folder <code>{{.Dir}}</code></p>
 {{if .Rechecked}}<p class="warn">The checkers were re-run by <code>shardtest check</code> at {{.Rechecked}}: the verdicts here are theirs. <code>results.json</code> still holds the verdict the run itself reached.</p>{{end}}
 {{if .Failed}}<h2 id="failed">What failed</h2>
-<ul class="failed">{{range .Failed}}<li><a href="#{{.Anchor}}"><b>{{.Name}}</b></a>: {{.Summary}}{{if .When}} {{.When}}{{end}}{{if .Smallest}}<br>The smallest counterexample: {{.Smallest}}{{with .SmallestFile}}, <a href="{{.Href}}">see it step by step</a>{{end}}.{{end}}</li>
+<ul class="failed">{{range .Failed}}<li><a href="#{{.Anchor}}"><b>{{.Name}}</b></a>: {{.Summary}}{{if .When}} — {{.When}}{{end}}{{if .Smallest}}<br>The smallest counterexample: {{.Smallest}}{{with .SmallestFile}}, <a href="{{.Href}}">see it step by step</a>{{end}}.{{end}}</li>
 {{end}}</ul>
 <p class="note">The timeline marks each first violation with a red line; each checker's evidence is below.</p>{{end}}
 <nav>{{if .Failed}}<a href="#failed">what failed</a>{{end}}<a href="#checks">checks</a><a href="#timeline">timeline</a><a href="#history">history</a><a href="#options">options</a><a href="#files">files</a></nav>
