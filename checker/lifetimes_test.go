@@ -329,10 +329,35 @@ func TestExcuseFrozen(t *testing.T) {
 		{"another node", mk("n2@b", 1*sec, 21*sec), 21 * sec},
 	}
 	for _, tt := range tests {
-		lives := []life{tt.l}
-		excuseFrozen(lives, frozen)
-		if lives[0].to != tt.want {
-			t.Errorf("%s: to = %d, want %d", tt.name, lives[0].to, tt.want)
+		lives := excuseFrozen([]life{tt.l}, frozen)
+		if len(lives) != 1 || lives[0].to != tt.want {
+			t.Errorf("%s: %+v, want to = %d", tt.name, lives, tt.want)
+		}
+	}
+
+	// A life known only from status samples, whose window reaches into
+	// ThawGrace after the thaw: it may be the thawed process's old view,
+	// so it proves nothing and is left out; one sampled later, or on
+	// another node, stays.
+	sampled := func(member string, lo, hi, to int64) life {
+		w := &history.NodeEvent{Lo: lo, Hi: hi, Type: "status"}
+		return life{member: member, start: w, from: hi, to: to, firstSeen: &history.StatusSample{Lo: lo, Hi: hi}}
+	}
+	for _, tt := range []struct {
+		name string
+		l    life
+		kept bool
+	}{
+		{"asked while frozen, answered after the grace", sampled("n1@a", 18*sec, 23*sec, 18*sec), false},
+		{"asked and answered within the grace", sampled("n1@a", 20*sec, 21*sec, 20*sec), false},
+		{"asked after the grace", sampled("n1@a", 23*sec, 24*sec, 23*sec), true},
+		{"sampled again after the grace", sampled("n1@a", 18*sec, 23*sec, 25*sec), true},
+		{"answered before the thaw", sampled("n1@a", 5*sec, 9*sec, 5*sec), true},
+		{"another node", sampled("n2@b", 18*sec, 23*sec, 18*sec), true},
+	} {
+		lives := excuseFrozen([]life{tt.l}, frozen)
+		if (len(lives) == 1) != tt.kept {
+			t.Errorf("%s: kept %v, want %v", tt.name, len(lives) == 1, tt.kept)
 		}
 	}
 }
