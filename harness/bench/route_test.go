@@ -2,10 +2,8 @@ package bench
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"strings"
 	"testing"
 
@@ -14,18 +12,7 @@ import (
 
 var binary string
 
-func TestMain(m *testing.M) {
-	var cleanup func()
-	var err error
-	binary, cleanup, err = testbin.Build("shardtest-bench-test")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	cleanup()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testbin.Main(m, "shardtest-bench-test", &binary) }
 
 // Route measures each kind of request on a real two-node cluster, and the
 // remote reads reach the other node (else the figure would be a local one).

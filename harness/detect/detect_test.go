@@ -2,10 +2,8 @@ package detect
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -18,18 +16,7 @@ import (
 // binary is a shardtest build for the nodes (the test binary is not one).
 var binary string
 
-func TestMain(m *testing.M) {
-	var cleanup func()
-	var err error
-	binary, cleanup, err = testbin.Build("shardtest-detect-test")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	cleanup()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testbin.Main(m, "shardtest-detect-test", &binary) }
 
 // The short matrix: the quick cases, one seed each, on real local
 // clusters. The bug must be caught by its checker, the correct node under

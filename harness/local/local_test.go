@@ -27,18 +27,7 @@ const basePort = 24400
 // itself is not one).
 var binary string
 
-func TestMain(m *testing.M) {
-	var cleanup func()
-	var err error
-	binary, cleanup, err = testbin.Build("shardtest-local-test")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	cleanup()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testbin.Main(m, "shardtest-local-test", &binary) }
 
 func closed(ch <-chan struct{}) bool {
 	select {

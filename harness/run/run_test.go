@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -31,18 +30,7 @@ import (
 // itself is not one).
 var binary string
 
-func TestMain(m *testing.M) {
-	var cleanup func()
-	var err error
-	binary, cleanup, err = testbin.Build("shardtest-run-test")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	cleanup()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testbin.Main(m, "shardtest-run-test", &binary) }
 
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"testing"
 )
 
 // Build builds a static shardtest into a fresh temporary directory and
@@ -24,4 +25,19 @@ func Build(name string) (path string, cleanup func(), err error) {
 		return "", nil, fmt.Errorf("build shardtest: %w\n%s", err, out)
 	}
 	return path, func() { os.RemoveAll(dir) }, nil
+}
+
+// Main is a test package's TestMain for tests that need the binary: it
+// builds it into *path, runs the tests, removes it and exits with their
+// status.
+func Main(m *testing.M, name string, path *string) {
+	p, cleanup, err := Build(name)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	*path = p
+	code := m.Run()
+	cleanup()
+	os.Exit(code)
 }
