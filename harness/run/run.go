@@ -692,7 +692,12 @@ func (t *Test) nemesis(cl Cluster, caps protocol.Capabilities, hw *history.Write
 	if err != nil {
 		return nil, err
 	}
-	t.Log.Info("nemesis", "faults", nemesis.Names(r.Faults), "interval", t.Options.NemesisInterval)
+	if len(t.Options.Schedule) > 0 {
+		// A schedule sets its own times: there is no interval to tell.
+		t.Log.Info("nemesis", "faults", nemesis.Names(r.Faults), "steps", len(t.Options.Schedule))
+	} else {
+		t.Log.Info("nemesis", "faults", nemesis.Names(r.Faults), "interval", t.Options.NemesisInterval)
+	}
 	return r, nil
 }
 
