@@ -203,6 +203,7 @@ func shrinkSummary(outDir, checkerName string, runner *shrink.Runs, r shrink.Res
 		fmt.Fprintf(&b, "evidence %s\n", failingEvidence(s, checkerName))
 		fmt.Fprintf(&b, "reproduce: %s\n", reproduceCommand(outDir, runner, s.Test))
 	}
+	fmt.Fprintf(&b, "searched %d candidates in %d tries, %s\n", len(r.Candidates), r.Tries(), r.Took.Round(time.Second))
 	fmt.Fprintf(&b, "results: %s\n", filepath.Join(outDir, report.IndexFile))
 	return b.String()
 }

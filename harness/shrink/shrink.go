@@ -87,6 +87,17 @@ type Result struct {
 	// OutOfBudget: the search stopped at its budget, not because no
 	// smaller candidate failed.
 	OutOfBudget bool
+	// Took is how long the search ran, by Options.Now.
+	Took time.Duration `json:"took_ns"`
+}
+
+// Tries counts the runs of every candidate.
+func (r Result) Tries() int {
+	n := 0
+	for _, c := range r.Candidates {
+		n += c.Tries
+	}
+	return n
 }
 
 // Rate is the failures measured over the tries of the smallest test.
@@ -116,11 +127,13 @@ func Shrink(ctx context.Context, orig Test, r Runner, o Options) (Result, error)
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	s := &search{ctx: ctx, r: r, o: o, deadline: o.Now().Add(o.Budget)}
+	start := o.Now()
+	s := &search{ctx: ctx, r: r, o: o, deadline: start.Add(o.Budget)}
 	first := s.judge("the original test", orig.clone())
 	s.res.Original, s.res.Smallest = first, first
 	s.res.Reproduced = first.Failing
 	if !first.Failing {
+		s.res.Took = o.Now().Sub(start)
 		return s.res, nil
 	}
 	// dropSteps runs twice: a removal rejected because a failing candidate
@@ -132,6 +145,7 @@ func Shrink(ctx context.Context, orig Test, r Runner, o Options) (Result, error)
 		}
 		pass()
 	}
+	s.res.Took = o.Now().Sub(start)
 	return s.res, ctx.Err()
 }
 

@@ -173,6 +173,9 @@ func TestShrinkNotReproducedAndBudget(t *testing.T) {
 	if always.runs > 9 {
 		t.Errorf("%d runs in a 10 min budget of 80 s runs", always.runs)
 	}
+	if res.Tries() != always.runs || res.Took != time.Duration(always.runs)*80*time.Second {
+		t.Errorf("result says %d tries in %v; the runner ran %d of 80 s", res.Tries(), res.Took, always.runs)
+	}
 
 	if _, err := Shrink(context.Background(), original(), never, Options{Tries: 2, Need: 3}); err == nil {
 		t.Error("need 3 of 2 tries accepted")
