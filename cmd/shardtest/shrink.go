@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/shardtest/shardtest/checker"
+	"github.com/shardtest/shardtest/harness/local"
 	"github.com/shardtest/shardtest/harness/report"
 	"github.com/shardtest/shardtest/harness/run"
 	"github.com/shardtest/shardtest/harness/shrink"
@@ -76,6 +77,12 @@ shrunk (not invalid, unreadable, or its runtime cannot start).`,
 			if err != nil {
 				return err
 			}
+			if orig.Runtime == "local" {
+				// Every try's ports must be free before the first one.
+				if err := local.CheckPorts(basePort, maxLocalNodes); err != nil {
+					return &exitError{exitCannotRun, fmt.Errorf("shrink: %w", err)}
+				}
+			}
 			rt, err := newRuntime(orig, binary, basePort, logger)
 			if err != nil {
 				return &exitError{exitCannotRun, err}
@@ -99,7 +106,11 @@ shrunk (not invalid, unreadable, or its runtime cannot start).`,
 				if c.Failing {
 					verdict = "fails: kept"
 				}
-				fmt.Fprintf(out, "candidate %d: %s: %d of %d tries failed: %s\n", n, c.What, c.Failures, c.Tries, verdict)
+				could := ""
+				if len(c.Errors) > 0 {
+					could = fmt.Sprintf(" (%d could not run: %s)", len(c.Errors), c.Errors[0])
+				}
+				fmt.Fprintf(out, "candidate %d: %s: %d of %d tries failed%s: %s\n", n, c.What, c.Failures, c.Tries, could, verdict)
 			}
 			r, err := shrink.Shrink(cmd.Context(), start, runner, o)
 			if werr := writeShrink(outDir, dir, checkerName, orig, runner, r); werr != nil {

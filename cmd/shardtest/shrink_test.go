@@ -1,6 +1,8 @@
 package main
 
 import (
+	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"testing"
@@ -25,7 +27,14 @@ func TestShrinkRefuses(t *testing.T) {
 	noResults := write("incomplete", "test.json", testJSON)
 	garbled := write("garbled", "test.json", `{"name":`)
 	results := t.TempDir()
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	takenPort := fmt.Sprint(taken.Addr().(*net.TCPAddr).Port)
 	for name, args := range map[string][]string{
+		"a taken base port":   {"shrink", "--results", results, "--base-port", takenPort, invalid},
 		"a valid run":         {"shrink", "--results", results, valid},
 		"no results.json":     {"shrink", "--results", results, noResults},
 		"a garbled test.json": {"shrink", "--results", results, garbled},

@@ -41,7 +41,8 @@ type Runner interface {
 	// Try runs t (try counts from 1 for each candidate) and reports whether
 	// it failed the way the original did (the same checker said invalid),
 	// and the run's folder. An error means the run could not be made: it
-	// counts as not failing.
+	// counts as not failing, and when the original test's tries fail so,
+	// the search ends with that error.
 	Try(ctx context.Context, t Test, try int) (failed bool, dir string, err error)
 	// MinNodes is the fewest nodes the schedule's faults can act on.
 	MinNodes(steps []nemesis.Step) int
@@ -134,6 +135,11 @@ func Shrink(ctx context.Context, orig Test, r Runner, o Options) (Result, error)
 	s.res.Reproduced = first.Failing
 	if !first.Failing {
 		s.res.Took = o.Now().Sub(start)
+		if len(first.Errors) > 0 {
+			// A try that could not run proves nothing: the run did not
+			// "not fail again", it was not tried.
+			return s.res, fmt.Errorf("the original test could not run (%d of %d tries): %s", len(first.Errors), first.Tries, first.Errors[0])
+		}
 		return s.res, nil
 	}
 	// dropSteps runs twice: a removal rejected because a failing candidate

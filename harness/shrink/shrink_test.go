@@ -2,8 +2,10 @@ package shrink
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -16,6 +18,7 @@ const sec = time.Second
 // probability that a run of t fails.
 type fake struct {
 	fails func(Test) float64
+	err   error // every try fails to run, if set
 	rng   *rand.Rand
 	runs  int
 	clock *time.Time // advanced by runTime per run, if set
@@ -23,6 +26,9 @@ type fake struct {
 
 func (f *fake) Try(_ context.Context, t Test, _ int) (bool, string, error) {
 	f.runs++
+	if f.err != nil {
+		return false, "", f.err
+	}
 	if f.clock != nil {
 		*f.clock = f.clock.Add(t.TimeLimit + 20*sec)
 	}
@@ -154,6 +160,14 @@ func TestShrinkNotReproducedAndBudget(t *testing.T) {
 	res, err := Shrink(context.Background(), original(), never, Options{})
 	if err != nil || res.Reproduced || len(res.Candidates) != 1 || len(res.Smallest.Test.Steps) != 16 {
 		t.Fatalf("err %v, reproduced %v, %d candidates", err, res.Reproduced, len(res.Candidates))
+	}
+
+	// Tries that cannot run (a port taken) are not passes: the search
+	// says why instead of "did not fail again".
+	broken := &fake{rng: rand.New(rand.NewPCG(1, 2)), err: errors.New("local: port 33100 is taken")}
+	res, err = Shrink(context.Background(), original(), broken, Options{})
+	if err == nil || !strings.Contains(err.Error(), "port 33100 is taken") || res.Reproduced || len(res.Candidates) != 1 {
+		t.Fatalf("tries that cannot run: err %v, reproduced %v, %d candidates", err, res.Reproduced, len(res.Candidates))
 	}
 
 	now := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
