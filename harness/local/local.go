@@ -94,6 +94,11 @@ func CheckPorts(base, nodes int) error {
 	if base < 1024 || base+100+nodes > 65535 {
 		return fmt.Errorf("local: base port %d out of range (1024..%d)", base, 65535-100-nodes)
 	}
+	if lo, hi, ok := ephemeralRange(); ok {
+		if err := checkEphemeral(base, nodes, lo, hi); err != nil {
+			return err
+		}
+	}
 	for i := 0; i <= 100+nodes; i++ {
 		if i > nodes && i < 100 {
 			continue
@@ -214,6 +219,38 @@ func joinComma(s []string) string {
 		out += x
 	}
 	return out
+}
+
+// ephemeralPorts is where Linux says which ports it hands to outgoing
+// connections.
+const ephemeralPorts = "/proc/sys/net/ipv4/ip_local_port_range"
+
+// ephemeralRange is this machine's ephemeral port range, if it can tell.
+func ephemeralRange() (lo, hi int, ok bool) {
+	b, err := os.ReadFile(ephemeralPorts)
+	if err != nil {
+		return 0, 0, false
+	}
+	if _, err := fmt.Sscan(string(b), &lo, &hi); err != nil || lo > hi {
+		return 0, 0, false
+	}
+	return lo, hi, true
+}
+
+// checkEphemeral refuses a cluster's ports (base..base+nodes and
+// base+100..base+100+nodes) that fall in the ephemeral range lo..hi: a
+// port free when checked is taken at random moments later by one of the
+// machine's own outgoing connections (the harness's, to the nodes), so
+// runs there fail to start now and then. Measured: shrinks on base ports
+// above 32768 failed most of their tries with "port ... is taken".
+func checkEphemeral(base, nodes, lo, hi int) error {
+	first, last := base, base+100+nodes
+	if last < lo || first > hi {
+		return nil
+	}
+	below := lo - 101 - nodes
+	return fmt.Errorf("local: ports %d..%d overlap this machine's ephemeral port range %d..%d (%s), which its outgoing connections take at random: choose a --base-port from 1024 to %d, or above %d",
+		first, last, lo, hi, ephemeralPorts, below, hi)
 }
 
 func portFree(port int) error {

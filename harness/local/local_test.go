@@ -262,3 +262,28 @@ func TestClusterControls(t *testing.T) {
 		}
 	}
 }
+
+// A cluster's ports must keep out of the ephemeral range, where the
+// machine's own outgoing connections take ports at random.
+func TestCheckEphemeral(t *testing.T) {
+	for _, tt := range []struct {
+		name        string
+		base, nodes int
+		refused     bool
+	}{
+		{"below", 30400, 12, false},
+		{"the last port just below", 32768 - 113, 12, false},
+		{"the gossip ports reach in", 32768 - 112, 12, true},
+		{"inside", 33200, 3, true},
+		{"above", 61000, 3, false},
+		{"the journal port is the range's last", 60999, 3, true},
+	} {
+		err := checkEphemeral(tt.base, tt.nodes, 32768, 60999)
+		if (err != nil) != tt.refused {
+			t.Errorf("%s: base %d: %v, refused %v", tt.name, tt.base, err, tt.refused)
+		}
+		if want := fmt.Sprintf("--base-port from 1024 to %d,", 32768-101-tt.nodes); err != nil && !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: the error does not say what to choose: %v", tt.name, err)
+		}
+	}
+}
