@@ -2,11 +2,16 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 
+	"github.com/shardtest/shardtest/harness/local"
 	"github.com/shardtest/shardtest/internal/testbin"
 )
 
@@ -61,4 +66,44 @@ func runIDOf(t *testing.T, testJSON []byte) string {
 		t.Fatalf("test.json: %v %s", err, testJSON)
 	}
 	return o.RunID
+}
+
+// Workers' port ranges pass over those another program holds, and stop at
+// a range that cannot be used at all.
+func TestPickPortRanges(t *testing.T) {
+	taken := func(ports ...int) func(int) error {
+		return func(b int) error {
+			if b >= 32600 {
+				return errors.New("local: ports overlap this machine's ephemeral port range")
+			}
+			if slices.Contains(ports, b) {
+				return fmt.Errorf("local: port %d is %w", b, local.ErrPortTaken)
+			}
+			return nil
+		}
+	}
+	for _, tt := range []struct {
+		name    string
+		base, n int
+		check   func(int) error
+		want    []int
+		wantErr string
+	}{
+		{"all free", 17400, 3, taken(), []int{17400, 17600, 17800}, ""},
+		{"one held", 17400, 3, taken(17600), []int{17400, 17800, 18000}, ""},
+		{"the first held", 17400, 1, taken(17400, 17600), []int{17800}, ""},
+		{"held up to the ephemeral range", 32000, 2, taken(32000, 32200), nil, "port 32000 is taken"},
+		{"a base port in the ephemeral range", 40000, 1, taken(), nil, "ephemeral"},
+	} {
+		got, err := pickPortRanges(tt.base, tt.n, tt.check)
+		if tt.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Errorf("%s: %v, %v; want an error with %q", tt.name, got, err, tt.wantErr)
+			}
+			continue
+		}
+		if err != nil || !slices.Equal(got, tt.want) {
+			t.Errorf("%s: %v, %v; want %v", tt.name, got, err, tt.want)
+		}
+	}
 }

@@ -91,8 +91,9 @@ every job and balances the parts by each scenario's run time: its median in
 20 s. shardtest merge combines the parts' results (docs/ci.md).
 
 --parallel P runs up to P runs at once, each its own cluster and results
-folder (local: worker k's ports start at --base-port + 200k, all checked
-free before the first run); the summaries keep the suite's order. Runs side
+folder (local: each worker takes the next range of 200 ports from
+--base-port that is free, before the first run; a range another program
+holds is passed over); the summaries keep the suite's order. Runs side
 by side share the machine's cores: docs/ci.md says how many fit.
 
 Exit status: 0 every run valid (or, with --with-bugs, every bug caught);
@@ -104,12 +105,14 @@ whenever a run was invalid, else 3, else 2.`,
 			if parallel < 1 {
 				return &exitError{exitCannotRun, fmt.Errorf("--parallel %d: want at least 1", parallel)}
 			}
+			// Worker w owns its own range of local ports, free before any
+			// run: runs side by side never share one, and a range another
+			// program holds is passed over for the next.
+			bases := make([]int, parallel)
 			if cfg.runtime == "local" {
-				// Every worker's port range must be usable before any run.
-				for w := range parallel {
-					if err := local.CheckPorts(cfg.basePort+w*parallelPortStride, maxLocalNodes); err != nil {
-						return &exitError{exitCannotRun, fmt.Errorf("--parallel %d: worker %d: %w", parallel, w+1, err)}
-					}
+				var err error
+				if bases, err = pickPortRanges(cfg.basePort, parallel, func(base int) error { return local.CheckPorts(base, maxLocalNodes) }); err != nil {
+					return &exitError{exitCannotRun, fmt.Errorf("--parallel %d: %w", parallel, err)}
 				}
 			}
 			if testCount < 1 {
@@ -228,13 +231,11 @@ whenever a run was invalid, else 3, else 2.`,
 					}
 				}
 			}
-			// Worker w owns its own range of local ports: runs side by side
-			// never share one.
 			next := make(chan int)
 			var wg sync.WaitGroup
 			for w := range min(parallel, max(len(pairs), 1)) {
 				c := cfg
-				c.basePort = cfg.basePort + w*parallelPortStride
+				c.basePort = bases[w]
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
@@ -385,6 +386,31 @@ func (c suiteConfig) runScenario(cmd *cobra.Command, s scenario.Scenario, sr *su
 // workers: a run uses its base port, base+1.. for its nodes' HTTP and
 // base+101.. for their gossip, joins included.
 const parallelPortStride = 200
+
+// pickPortRanges returns the base ports of n workers' ranges: the first n
+// of base, base+parallelPortStride, ... that check accepts. A range
+// whose ports another program holds is passed over; the search ends at the
+// first range that cannot be used at all (past the last port, or in the
+// ephemeral range), with the first refusal as the error, so a bad
+// --base-port still says what is wrong with it.
+func pickPortRanges(base, n int, check func(base int) error) ([]int, error) {
+	var bases []int
+	var first error
+	for b := base; len(bases) < n; b += parallelPortStride {
+		err := check(b)
+		if err == nil {
+			bases = append(bases, b)
+			continue
+		}
+		if first == nil {
+			first = err
+		}
+		if !errors.Is(err, local.ErrPortTaken) {
+			return nil, fmt.Errorf("%d free port ranges from --base-port %d, found %d: %w", n, base, len(bases), first)
+		}
+	}
+	return bases, nil
+}
 
 // maxLocalNodes is the most nodes a catalogue run starts on the local
 // runtime (its nodes and the ones it joins), for the port check.

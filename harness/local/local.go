@@ -86,6 +86,10 @@ type Cluster struct {
 	adding sync.Mutex
 }
 
+// ErrPortTaken: another program holds one of the ports (the range itself
+// is usable).
+var ErrPortTaken = errors.New("taken")
+
 // CheckPorts checks that a cluster of nodes on base can start: the ports
 // are in range and free now (the journal's, each node's HTTP and gossip
 // port). It has no side effect, so a caller can refuse a bad --base-port
@@ -104,7 +108,7 @@ func CheckPorts(base, nodes int) error {
 			continue
 		}
 		if err := portFree(base + i); err != nil {
-			return fmt.Errorf("local: port %d is taken (choose another --base-port): %w", base+i, err)
+			return fmt.Errorf("local: port %d is %w (choose another --base-port): %w", base+i, ErrPortTaken, err)
 		}
 	}
 	return nil
