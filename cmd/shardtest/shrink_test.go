@@ -2,10 +2,11 @@ package main
 
 import (
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/shardtest/shardtest/internal/testbin"
 )
 
 // shrink refuses, before anything runs, what it cannot shrink.
@@ -27,12 +28,7 @@ func TestShrinkRefuses(t *testing.T) {
 	noResults := write("incomplete", "test.json", testJSON)
 	garbled := write("garbled", "test.json", `{"name":`)
 	results := t.TempDir()
-	taken, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer taken.Close()
-	takenPort := fmt.Sprint(taken.Addr().(*net.TCPAddr).Port)
+	takenPort := fmt.Sprint(testbin.TakePort(t))
 	for name, args := range map[string][]string{
 		"a taken base port":   {"shrink", "--results", results, "--base-port", takenPort, invalid},
 		"a valid run":         {"shrink", "--results", results, valid},

@@ -253,6 +253,11 @@ func checkEphemeral(base, nodes, lo, hi int) error {
 		return nil
 	}
 	below := lo - 101 - nodes
+	if below < 1024 && hi+101+nodes > 65535 {
+		// The range leaves no room for a cluster outside it: take the
+		// risk rather than refuse every port.
+		return nil
+	}
 	return fmt.Errorf("local: ports %d..%d overlap this machine's ephemeral port range %d..%d (%s), which its outgoing connections take at random: choose a --base-port from 1024 to %d, or above %d",
 		first, last, lo, hi, ephemeralPorts, below, hi)
 }

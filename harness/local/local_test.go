@@ -279,6 +279,9 @@ func TestCheckEphemeral(t *testing.T) {
 		{"the journal port is the range's last", 60999, 3, true},
 	} {
 		err := checkEphemeral(tt.base, tt.nodes, 32768, 60999)
+		if wide := checkEphemeral(tt.base, tt.nodes, 1024, 65535); wide != nil {
+			t.Errorf("%s: an ephemeral range of every port refuses them all: %v", tt.name, wide)
+		}
 		if (err != nil) != tt.refused {
 			t.Errorf("%s: base %d: %v, refused %v", tt.name, tt.base, err, tt.refused)
 		}

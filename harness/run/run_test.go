@@ -6,7 +6,6 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -522,12 +521,7 @@ func TestCheckOfAHistoryCutShort(t *testing.T) {
 // folder, no latest link, no cluster (loss on the local runtime started a
 // whole cluster first; a taken --base-port repointed results/latest).
 func TestRefusedBeforeAnySideEffect(t *testing.T) {
-	taken, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer taken.Close()
-	takenPort := taken.Addr().(*net.TCPAddr).Port
+	takenPort := testbin.TakePort(t)
 	w, _ := workloads.Named("register")
 	tests := []struct {
 		name string
