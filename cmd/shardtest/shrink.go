@@ -14,7 +14,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/shardtest/shardtest/checker"
-	"github.com/shardtest/shardtest/harness/local"
 	"github.com/shardtest/shardtest/harness/report"
 	"github.com/shardtest/shardtest/harness/run"
 	"github.com/shardtest/shardtest/harness/shrink"
@@ -77,12 +76,6 @@ shrunk (not invalid, unreadable, or its runtime cannot start).`,
 			if err != nil {
 				return err
 			}
-			if orig.Runtime == "local" {
-				// Every try's ports must be free before the first one.
-				if err := local.CheckPorts(basePort, maxLocalNodes); err != nil {
-					return &exitError{exitCannotRun, fmt.Errorf("shrink: %w", err)}
-				}
-			}
 			rt, err := newRuntime(orig, binary, basePort, logger)
 			if err != nil {
 				return &exitError{exitCannotRun, err}
@@ -92,10 +85,15 @@ shrunk (not invalid, unreadable, or its runtime cannot start).`,
 				return &exitError{exitCannotRun, err}
 			}
 			outDir := filepath.Join(results, "shrink", time.Now().UTC().Format("20060102T150405Z"))
+			runner := &shrink.Runs{Original: orig, Checker: checkerName, Runtime: rt, Results: filepath.Join(outDir, "runs"), Log: logger}
+			// What the first try would refuse (its ports taken, its faults
+			// unfit) is refused before the shrink's folder exists.
+			if err := (&run.Test{Options: runner.Options(start), Runtime: rt}).Precheck(); err != nil {
+				return &exitError{exitCannotRun, fmt.Errorf("shrink: %w", err)}
+			}
 			if err := os.MkdirAll(outDir, 0o755); err != nil {
 				return &exitError{exitCannotRun, err}
 			}
-			runner := &shrink.Runs{Original: orig, Checker: checkerName, Runtime: rt, Results: filepath.Join(outDir, "runs"), Log: logger}
 			out := cmd.OutOrStdout()
 			fmt.Fprintf(out, "shrinking %s (%s invalid): %d fault steps, %v main phase, %d nodes, %d entities, %d workers; %d tries a candidate, failing at %d\n",
 				dir, checkerName, len(start.Steps), start.TimeLimit, start.Nodes, start.Entities, start.Concurrency, o.Tries, o.Need)
