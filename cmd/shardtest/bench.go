@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -28,7 +29,7 @@ func newBenchCmd() *cobra.Command {
 yardstick and the real thing in the same command, and prints their ratios as
 its last line. Figures are ratios, so they compare across machines.`,
 	}
-	cmd.AddCommand(newBenchCheckCmd(), newBenchBaselineCmd(), newBenchRouteCmd())
+	cmd.AddCommand(newBenchCheckCmd(), newBenchBaselineCmd(), newBenchRouteCmd(), newBenchRelayCmd())
 	return cmd
 }
 
@@ -193,10 +194,13 @@ of each of:
   local   a register read sent to A, of an entity A hosts
   remote  a register read sent to A, of an entity B hosts: A's shard region
           forwards it to B (client → A → B → A → client)
+  relay   GET /v1/health of B through a relay process that does nothing
+          else (client → relay → B → relay → client): the least any
+          routing through a node costs on this machine
 
 --repeat times (a new cluster each), and print the medians of the p50s, the
 last line being
-  remote/raw: p50 1.45x (local/raw 1.10x)
+  remote/raw: p50 1.45x (local/raw 1.10x, relay/raw 1.30x)
 Exit status: 0 measured; 3 the measurement could not be made.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -213,20 +217,20 @@ Exit status: 0 measured; 3 the measurement could not be made.`,
 			defer os.RemoveAll(tmp)
 			o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 			out := cmd.OutOrStdout()
-			var raw, loc, rem []time.Duration
+			var raw, loc, rem, rel []time.Duration
 			for i := range repeat {
 				o.Dir = filepath.Join(tmp, fmt.Sprint(i+1))
 				r, err := bench.Route(cmd.Context(), o)
 				if err != nil {
 					return &exitError{exitCannotRun, err}
 				}
-				fmt.Fprintf(out, "try %d: raw p50 %s p99 %s; local p50 %s p99 %s; remote p50 %s p99 %s (%d each)\n", i+1,
-					us(r.Raw.P50), us(r.Raw.P99), us(r.Local.P50), us(r.Local.P99), us(r.Remote.P50), us(r.Remote.P99), r.Raw.N)
-				raw, loc, rem = append(raw, r.Raw.P50), append(loc, r.Local.P50), append(rem, r.Remote.P50)
+				fmt.Fprintf(out, "try %d: raw p50 %s p99 %s; local p50 %s p99 %s; remote p50 %s p99 %s; relay p50 %s p99 %s (%d each)\n", i+1,
+					us(r.Raw.P50), us(r.Raw.P99), us(r.Local.P50), us(r.Local.P99), us(r.Remote.P50), us(r.Remote.P99), us(r.Relay.P50), us(r.Relay.P99), r.Raw.N)
+				raw, loc, rem, rel = append(raw, r.Raw.P50), append(loc, r.Local.P50), append(rem, r.Remote.P50), append(rel, r.Relay.P50)
 			}
-			mr, ml, mm := medianDur(raw), medianDur(loc), medianDur(rem)
-			fmt.Fprintf(out, "median of %d: raw p50 %s, local p50 %s, remote p50 %s\n", repeat, us(mr), us(ml), us(mm))
-			fmt.Fprintf(out, "remote/raw: p50 %.2fx (local/raw %.2fx)\n", mm.Seconds()/mr.Seconds(), ml.Seconds()/mr.Seconds())
+			mr, ml, mm, my := medianDur(raw), medianDur(loc), medianDur(rem), medianDur(rel)
+			fmt.Fprintf(out, "median of %d: raw p50 %s, local p50 %s, remote p50 %s, relay p50 %s\n", repeat, us(mr), us(ml), us(mm), us(my))
+			fmt.Fprintf(out, "remote/raw: p50 %.2fx (local/raw %.2fx, relay/raw %.2fx)\n", mm.Seconds()/mr.Seconds(), ml.Seconds()/mr.Seconds(), my.Seconds()/mr.Seconds())
 			return nil
 		},
 	}
@@ -235,6 +239,31 @@ Exit status: 0 measured; 3 the measurement could not be made.`,
 	f.IntVar(&o.Warmup, "warmup", 500, "requests of each kind sent first, not measured")
 	f.IntVar(&o.BasePort, "base-port", 30700, "the cluster's ports, as --base-port of the local runtime")
 	f.IntVar(&repeat, "repeat", 3, "tries, each on a new cluster; the medians are reported")
+	return cmd
+}
+
+// newBenchRelayCmd is the relay process bench route starts (hidden: not a
+// command for users).
+func newBenchRelayCmd() *cobra.Command {
+	var to string
+	cmd := &cobra.Command{
+		Use:    "relay",
+		Short:  "serve GET /v1/health of --to, relayed (started by bench route)",
+		Hidden: true,
+		Args:   cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if to == "" {
+				return &exitError{exitCannotRun, errors.New("--to: the node to relay to is required")}
+			}
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				return &exitError{exitCannotRun, err}
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), bench.RelayReadyLine(ln))
+			return bench.ServeRelay(cmd.Context(), ln, to)
+		},
+	}
+	cmd.Flags().StringVar(&to, "to", "", "the node's HTTP address (host:port)")
 	return cmd
 }
 

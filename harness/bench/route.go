@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"os"
 	"slices"
 	"strconv"
 	"time"
@@ -34,8 +35,11 @@ type RouteOptions struct {
 type RouteResult struct {
 	// Raw is a round trip to node B's /v1/health from the client; Local a
 	// register read through node A of an entity A hosts; Remote the same
-	// through A of an entity B hosts (client → A → B → A → client).
-	Raw, Local, Remote Latency
+	// through A of an entity B hosts (client → A → B → A → client); Relay
+	// a round trip to B's /v1/health through a relay process that does
+	// nothing else (client → relay → B → relay → client): what any routing
+	// through a node costs at the least on this machine.
+	Raw, Local, Remote, Relay Latency
 }
 
 // Latency summarises one kind of request.
@@ -50,9 +54,9 @@ func summarise(d []time.Duration) Latency {
 	return Latency{P50: s[(len(s)-1)/2], P99: s[(len(s)-1)*99/100], N: len(s)}
 }
 
-// Route starts a local cluster of two nodes and measures, from one client
-// with kept-alive connections, the three kinds of request of RouteResult,
-// interleaved (raw, local, remote, raw, ...) so that a slow moment of the
+// Route starts a local cluster of two nodes and a relay, and measures,
+// from one client with kept-alive connections, the four kinds of request
+// of RouteResult, interleaved (raw, local, remote, relay, raw, ...) so that a slow moment of the
 // machine weighs on each alike. The cluster is stopped before it returns.
 func Route(ctx context.Context, o RouteOptions) (RouteResult, error) {
 	if o.Requests < 1 || o.Warmup < 0 {
@@ -63,6 +67,17 @@ func Route(ctx context.Context, o RouteOptions) (RouteResult, error) {
 		return RouteResult{}, fmt.Errorf("route: %w", err)
 	}
 	defer c.Stop()
+	binary := o.Binary
+	if binary == "" {
+		if binary, err = os.Executable(); err != nil {
+			return RouteResult{}, fmt.Errorf("route: %w", err)
+		}
+	}
+	relayAddr, stopRelay, err := startRelay(ctx, binary, c.Nodes[1].HTTPAddr)
+	if err != nil {
+		return RouteResult{}, fmt.Errorf("route: %w", err)
+	}
+	defer stopRelay()
 	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
 	defer hc.CloseIdleConnections()
 	a, b := client.New(c.Nodes[0].HTTPAddr, hc), client.New(c.Nodes[1].HTTPAddr, hc)
@@ -77,7 +92,9 @@ func Route(ctx context.Context, o RouteOptions) (RouteResult, error) {
 			return err
 		}
 	}
-	kinds := []func() error{raw, read(localID), read(remoteID)}
+	relay := client.New(relayAddr, hc)
+	viaRelay := func() error { _, err := relay.Health(ctx); return err }
+	kinds := []func() error{raw, read(localID), read(remoteID), viaRelay}
 	lat := make([][]time.Duration, len(kinds))
 	for i := range o.Warmup + o.Requests {
 		for k, f := range kinds {
@@ -90,7 +107,7 @@ func Route(ctx context.Context, o RouteOptions) (RouteResult, error) {
 			}
 		}
 	}
-	return RouteResult{Raw: summarise(lat[0]), Local: summarise(lat[1]), Remote: summarise(lat[2])}, nil
+	return RouteResult{Raw: summarise(lat[0]), Local: summarise(lat[1]), Remote: summarise(lat[2]), Relay: summarise(lat[3])}, nil
 }
 
 // findEntities finds a register entity hosted by A's member and one hosted

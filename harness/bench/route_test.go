@@ -22,7 +22,7 @@ func TestRoute(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, l := range map[string]Latency{"raw": r.Raw, "local": r.Local, "remote": r.Remote} {
+	for name, l := range map[string]Latency{"raw": r.Raw, "local": r.Local, "remote": r.Remote, "relay": r.Relay} {
 		if l.N != 200 || l.P50 <= 0 || l.P99 < l.P50 {
 			t.Errorf("%s: %+v", name, l)
 		}
@@ -31,6 +31,10 @@ func TestRoute(t *testing.T) {
 	// nothing would mean it never left node A.
 	if r.Remote.P50 <= r.Raw.P50 {
 		t.Errorf("remote p50 %v not above raw p50 %v", r.Remote.P50, r.Raw.P50)
+	}
+	// Likewise through the relay: one more process on the way.
+	if r.Relay.P50 <= r.Raw.P50 {
+		t.Errorf("relay p50 %v not above raw p50 %v", r.Relay.P50, r.Raw.P50)
 	}
 }
 

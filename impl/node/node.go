@@ -225,6 +225,8 @@ type Node struct {
 	peerLn   net.Listener
 	peerAddr string
 	peerSrv  *http.Server
+	// peerStreams serves the streams peerSrv hands over; closed with it.
+	peerStreams *peer.StreamServer
 
 	mu           sync.Mutex
 	cur          *incarnation
@@ -272,7 +274,12 @@ func New(cfg Config) (*Node, error) {
 	}
 	n.peerAddr = net.JoinHostPort(host, strconv.Itoa(pln.Addr().(*net.TCPAddr).Port))
 	guard := &peer.Guard{Self: n.memberUID, Member: n.currentMember, Secret: cfg.ClusterSecret}
-	n.peerSrv = kit.NewServer(guard.Middleware(n.filter.Middleware(http.HandlerFunc(n.handleInternal))))
+	// Members send each other requests on streams (peer.StreamPath); the
+	// same endpoints answer plain HTTP too. Either way the packet filter
+	// comes first (a cut sender's request is never seen), then the guard.
+	internal := guard.Middleware(http.HandlerFunc(n.handleInternal))
+	n.peerStreams = peer.NewStreamServer(n.filter, internal, n.log)
+	n.peerSrv = kit.NewServer(n.peerStreams.Handler(n.filter.Middleware(internal)))
 	return n, nil
 }
 
@@ -323,6 +330,7 @@ func (n *Node) Run(ctx context.Context) error {
 		defer cancel()
 		n.srv.Shutdown(sctx)
 		n.peerSrv.Shutdown(sctx)
+		n.peerStreams.Close()
 	}()
 	defer n.events.Append(protocol.Event{Type: protocol.EventNodeStopped})
 

@@ -1,5 +1,7 @@
 // Package peer carries node-to-node requests (singleton hand-over, proxy
-// forwarding, shard traffic) over HTTP/JSON, on each member's peer address
+// forwarding, shard traffic) as JSON, on one framed stream per peer
+// address (stream_client.go, stream_server.go; plain HTTP to a peer that
+// serves no streams), on each member's peer address
 // (an address of its cluster-internal IP, which partitions cut like
 // gossip, never the public protocol port), through the node's in-process
 // packet filter so that a partition set through the admin API cuts these
@@ -18,8 +20,10 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -182,6 +186,17 @@ func (e *RemoteError) Error() string {
 // unknown unless the error also says the connection was never made.
 var ErrUnreachable = errors.New("peer unreachable")
 
+// ErrNotSent marks a failed call whose request was certainly never
+// written to the peer: no connection or stream to it was had, or the
+// sender's own packet filter cut it. It had no effect and may be sent
+// again. Every other unreachable call may have reached the peer.
+var ErrNotSent = errors.New("request not sent")
+
+// notSent wraps err as unreachable and never sent.
+func notSent(addr string, err error) error {
+	return fmt.Errorf("%w: %w: %s: %w", ErrUnreachable, ErrNotSent, addr, err)
+}
+
 // Target is the member a node-to-node request is for.
 type Target struct {
 	// UID is the member (name@incarnation), sent as ToHeader.
@@ -200,42 +215,103 @@ type Self struct {
 	Secret string
 }
 
-// Client sends node-to-node requests.
+// Client sends node-to-node requests: on one stream per peer address
+// (StreamPath), or over plain HTTP to a peer that serves no streams.
 type Client struct {
 	self   Self
 	filter *Filter
 	http   *http.Client
+
+	// ctx ends the client's dials when it is closed.
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // dials and stream readers
+
+	mu       sync.Mutex
+	closed   bool
+	streams  map[string]*streamSlot // by peer address
+	httpOnly map[string]time.Time   // addresses that refused a stream, until when
 }
 
 // NewClient returns a client that sends as self.
 func NewClient(self Self, filter *Filter) *Client {
 	tr := &http.Transport{
-		DialContext:         (&net.Dialer{Timeout: 2 * time.Second}).DialContext,
+		DialContext:         (&net.Dialer{Timeout: dialTimeout}).DialContext,
 		MaxIdleConnsPerHost: 64,
-		IdleConnTimeout:     30 * time.Second,
+		IdleConnTimeout:     clientIdle,
 	}
-	return &Client{self: self, filter: filter, http: &http.Client{Transport: tr}}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Client{
+		self: self, filter: filter, http: &http.Client{Transport: tr},
+		ctx: ctx, cancel: cancel,
+		streams: map[string]*streamSlot{}, httpOnly: map[string]time.Time{},
+	}
 }
 
-// Close releases idle connections.
-func (c *Client) Close() { c.http.CloseIdleConnections() }
+// Close ends every stream (calls still waiting on one fail as
+// unreachable) and releases idle connections.
+func (c *Client) Close() {
+	c.closeStreams()
+	c.http.CloseIdleConnections()
+}
 
-// Call POSTs req as JSON to path on the member to and decodes a 2xx answer
+// Call sends req as JSON to path on the member to and decodes a 2xx answer
 // into resp (if not nil). A cut peer behaves as on a real network: the
 // call waits until ctx is done.
 func (c *Client) Call(ctx context.Context, to Target, path string, req, resp any) error {
 	gossipAddr, httpAddr := to.GossipAddr, to.Addr
 	if !c.filter.AllowsStream(gossipAddr) {
 		<-ctx.Done()
-		return fmt.Errorf("%w: %s: %w", ErrUnreachable, gossipAddr, ctx.Err())
+		return notSent(gossipAddr, ctx.Err())
 	}
 	if httpAddr == "" {
-		return fmt.Errorf("%w: %s has no peer address", ErrUnreachable, to.UID)
+		return notSent(to.UID, errors.New("no peer address"))
 	}
 	body, err := json.Marshal(req)
 	if err != nil {
 		return fmt.Errorf("encode request: %w", err)
 	}
+	// A stream that broke before the request was written carried
+	// nothing: the request goes on a new one (once).
+	for try := 0; ; try++ {
+		s, err := c.streamFor(ctx, httpAddr)
+		if errors.Is(err, errHTTPOnly) {
+			return c.callHTTP(ctx, to, path, body, resp)
+		}
+		if err != nil {
+			return notSent(httpAddr, err)
+		}
+		f, err := s.call(ctx, path, to.UID, body)
+		var ns *notSentError
+		if errors.As(err, &ns) {
+			if try == 0 {
+				continue
+			}
+			return notSent(httpAddr, err)
+		}
+		if err != nil {
+			return fmt.Errorf("%w: %s: %w", ErrUnreachable, httpAddr, err)
+		}
+		if f.kind == frameDropped {
+			// As a connection closed without an answer: the request
+			// may have been lost on the way or its answer on the way
+			// back.
+			return fmt.Errorf("%w: %s: dropped by its packet filter", ErrUnreachable, httpAddr)
+		}
+		return decodeAnswer(httpAddr, f.status, f.body, resp)
+	}
+}
+
+// callHTTP sends the request as an HTTP POST, to a peer that serves no
+// streams.
+func (c *Client) callHTTP(ctx context.Context, to Target, path string, body []byte, resp any) error {
+	httpAddr := to.Addr
+	// A request for which no connection was ever obtained was never
+	// written.
+	var gotConn atomic.Bool
+	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		GotConn: func(httptrace.GotConnInfo) { gotConn.Store(true) },
+	})
 	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+httpAddr+path, bytes.NewReader(body))
 	if err != nil {
 		return fmt.Errorf("build request: %w", err)
@@ -249,6 +325,9 @@ func (c *Client) Call(ctx context.Context, to Target, path string, req, resp any
 	}
 	res, err := c.http.Do(hr)
 	if err != nil {
+		if !gotConn.Load() {
+			return notSent(httpAddr, err)
+		}
 		return fmt.Errorf("%w: %s: %w", ErrUnreachable, httpAddr, err)
 	}
 	defer res.Body.Close()
@@ -256,10 +335,16 @@ func (c *Client) Call(ctx context.Context, to Target, path string, req, resp any
 	if err != nil {
 		return fmt.Errorf("%w: read answer from %s: %w", ErrUnreachable, httpAddr, err)
 	}
-	if res.StatusCode/100 != 2 {
-		re := &RemoteError{Status: res.StatusCode}
+	return decodeAnswer(httpAddr, res.StatusCode, data, resp)
+}
+
+// decodeAnswer turns a peer's answer (an HTTP status and its JSON body)
+// into resp, or into a RemoteError.
+func decodeAnswer(httpAddr string, status int, data []byte, resp any) error {
+	if status/100 != 2 {
+		re := &RemoteError{Status: status}
 		if json.Unmarshal(data, &re.Body) != nil || re.Body.Code == "" {
-			re.Body = ErrorBody{Error: string(bytes.TrimSpace(data)), Code: "http-" + fmt.Sprint(res.StatusCode), Outcome: OutcomeUnknown}
+			re.Body = ErrorBody{Error: string(bytes.TrimSpace(data)), Code: "http-" + fmt.Sprint(status), Outcome: OutcomeUnknown}
 		}
 		return re
 	}

@@ -211,8 +211,10 @@ func newShardCluster(t *testing.T, n int, s Settings, proxyOnly ...string) *sclu
 func (c *scluster) addNode(name string, upNumber int64) *snode {
 	t := c.t
 	nd := &snode{name: name, mem: newFakeMembership(), ev: kit.NewEventLog(c.clock.Now, 0), mux: http.NewServeMux(), filter: &peer.Filter{}}
-	nd.srv = httptest.NewServer(nd.filter.Middleware(nd.mux))
+	streams := peer.NewStreamServer(nd.filter, nd.mux, nil)
+	nd.srv = httptest.NewServer(streams.Handler(nd.filter.Middleware(nd.mux)))
 	t.Cleanup(nd.srv.Close)
+	t.Cleanup(streams.Close) // first: the server waits for no stream
 	nd.member = cluster.Member{
 		Name: name, Incarnation: "i1", UpNumber: upNumber,
 		GossipAddr: "gossip-" + name, HTTPAddr: strings.TrimPrefix(nd.srv.URL, "http://"), PeerAddr: strings.TrimPrefix(nd.srv.URL, "http://"),

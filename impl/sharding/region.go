@@ -8,7 +8,6 @@ import (
 	"github.com/shardtest/shardtest/protocol"
 	"github.com/shardtest/shardtest/protocol/kit"
 	"log/slog"
-	"net/http/httptrace"
 	"slices"
 	"strconv"
 	"strings"
@@ -581,15 +580,11 @@ func (r *Region) send(env *envelope, home string) (rep Reply, err error, rebuffe
 	defer cancel()
 	stopLink := context.AfterFunc(r.ctx, cancel)
 	defer stopLink()
-	var gotConn atomic.Bool
-	tctx := httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
-		GotConn: func(httptrace.GotConnInfo) { gotConn.Store(true) },
-	})
-	err = r.d.Peers.Call(tctx, m.Target(), r.path(opDeliver), env.msg, &rep)
+	err = r.d.Peers.Call(ctx, m.Target(), r.path(opDeliver), env.msg, &rep)
 	if err == nil {
 		return rep, nil, false
 	}
-	return classifyForward(err, env.msg.EntityID, home, gotConn.Load())
+	return classifyForward(err, env.msg.EntityID, home, !errors.Is(err, peer.ErrNotSent))
 }
 
 // classifyForward maps a failed forward to what the caller learns.

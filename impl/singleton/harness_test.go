@@ -319,8 +319,13 @@ func newCluster(t *testing.T, n int, cfg Config, factory func(node string) Facto
 	for i := 1; i <= n; i++ {
 		name := fmt.Sprintf("n%d", i)
 		nd := &tnode{name: name, mem: newFakeMembership(), ev: kit.NewEventLog(c.clock.Now, 0), mux: http.NewServeMux(), filter: &peer.Filter{}}
-		nd.srv = httptest.NewServer(nd.mux)
+		// The filter cuts only what a node sends here (as before
+		// streams: its server has no filter), so a test can cut one
+		// way.
+		streams := peer.NewStreamServer(nil, nd.mux, nil)
+		nd.srv = httptest.NewServer(streams.Handler(nd.mux))
 		t.Cleanup(nd.srv.Close)
+		t.Cleanup(streams.Close) // first: the server waits for no stream
 		nd.member = cluster.Member{
 			Name: name, Incarnation: "i1", UpNumber: int64(i),
 			GossipAddr: "gossip-" + name, HTTPAddr: strings.TrimPrefix(nd.srv.URL, "http://"), PeerAddr: strings.TrimPrefix(nd.srv.URL, "http://"),

@@ -9,7 +9,6 @@ import (
 	"github.com/shardtest/shardtest/protocol"
 	"github.com/shardtest/shardtest/protocol/kit"
 	"log/slog"
-	"net/http/httptrace"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -219,20 +218,15 @@ func (p *Proxy) attempt(ctx context.Context, snap cluster.Snapshot, target clust
 		}
 		return nil, false, fmt.Errorf("%w: %w", ErrUnknownOutcome, err)
 	}
-	// A request for which no connection was ever obtained was never
-	// written: whatever went wrong (cut by the packet filter, refused, or
-	// the deadline passed while dialing), the remote did nothing.
-	var gotConn atomic.Bool
-	tctx := httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
-		GotConn: func(httptrace.GotConnInfo) { gotConn.Store(true) },
-	})
 	var res json.RawMessage
-	err := p.d.Peers.Call(tctx, target.Target(), p.path, req, &res)
+	err := p.d.Peers.Call(ctx, target.Target(), p.path, req, &res)
 	if err == nil {
 		return res, false, nil
 	}
-	var re *peer.RemoteError
-	if !gotConn.Load() && !errors.As(err, &re) {
+	// A request that was never written (cut by the packet filter,
+	// refused, or the deadline passed while connecting): the remote did
+	// nothing.
+	if errors.Is(err, peer.ErrNotSent) {
 		return nil, true, fmt.Errorf("%w: request never sent: %w", ErrNotRunning, err)
 	}
 	retry, out := classifyRemote(err)

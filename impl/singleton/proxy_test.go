@@ -294,14 +294,17 @@ func TestProxyRemoteOutcomes(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var hits atomic.Int64
-			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				n := hits.Add(1)
 				if r.URL.Path != "/internal/v1/singleton/test-singleton/request" || r.Method != http.MethodPost {
 					t.Errorf("request %s %s", r.Method, r.URL.Path)
 				}
 				tt.handler(int(n), w, r)
-			}))
+			})
+			streams := peer.NewStreamServer(nil, h, nil)
+			srv := httptest.NewServer(streams.Handler(h))
 			defer srv.Close()
+			defer streams.Close()
 			addr := strings.TrimPrefix(srv.URL, "http://")
 			if tt.closed {
 				srv.Close()

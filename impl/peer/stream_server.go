@@ -1,0 +1,288 @@
+package peer
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"sync"
+	"time"
+)
+
+const (
+	// serverIdle closes a stream that sent nothing for this long: its
+	// client is gone without a word (clients close theirs after
+	// clientIdle).
+	serverIdle = 2 * time.Minute
+	// maxInFlight bounds the requests one stream has being served at
+	// once; past it the stream is not read until one ends.
+	maxInFlight = 1024
+)
+
+// StreamServer serves node-to-node streams: each request on one runs
+// through the same handler an HTTP request of its path would, with the
+// sender's headers the stream named at its start, and its packet filter
+// applied per request (a cut sender's request is answered "dropped", as a
+// connection closed without an answer).
+type StreamServer struct {
+	filter  *Filter
+	handler http.Handler
+	log     *slog.Logger
+
+	mu      sync.Mutex
+	closed  bool
+	streams map[net.Conn]struct{}
+	wg      sync.WaitGroup // streams and their requests
+}
+
+// NewStreamServer returns a server whose streams' requests h handles.
+func NewStreamServer(filter *Filter, h http.Handler, log *slog.Logger) *StreamServer {
+	if log == nil {
+		log = slog.Default()
+	}
+	return &StreamServer{filter: filter, handler: h, log: log, streams: map[net.Conn]struct{}{}}
+}
+
+// Handler serves StreamPath and passes every other request to next.
+func (s *StreamServer) Handler(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != StreamPath {
+			next.ServeHTTP(w, r)
+			return
+		}
+		s.upgrade(w, r)
+	})
+}
+
+// Close ends every stream (their requests' contexts are cancelled) and
+// waits for them.
+func (s *StreamServer) Close() {
+	s.mu.Lock()
+	s.closed = true
+	for c := range s.streams {
+		c.Close()
+	}
+	s.mu.Unlock()
+	s.wg.Wait()
+}
+
+func (s *StreamServer) upgrade(w http.ResponseWriter, r *http.Request) {
+	from, member := r.Header.Get(FromHeader), r.Header.Get(MemberHeader)
+	if r.Method != http.MethodGet || r.Header.Get("Upgrade") != streamProtocol {
+		WriteFail(w, http.StatusBadRequest, "bad-upgrade", "GET "+StreamPath+" with Upgrade: "+streamProtocol)
+		return
+	}
+	if from == "" || member == "" {
+		WriteFail(w, http.StatusBadRequest, "bad-upgrade", "a stream names its sender ("+FromHeader+", "+MemberHeader+")")
+		return
+	}
+	hj, ok := w.(http.Hijacker)
+	if !ok {
+		WriteFail(w, http.StatusInternalServerError, "bad-upgrade", "this server cannot hand over its connection")
+		return
+	}
+	conn, brw, err := hj.Hijack()
+	if err != nil {
+		return
+	}
+	if !s.filter.AllowsStream(from) {
+		conn.Close() // as a cut network: no answer
+		return
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		conn.Close()
+		return
+	}
+	s.streams[conn] = struct{}{}
+	s.wg.Add(1)
+	s.mu.Unlock()
+	defer s.wg.Done()
+	defer func() {
+		s.mu.Lock()
+		delete(s.streams, conn)
+		s.mu.Unlock()
+		conn.Close()
+	}()
+	conn.SetDeadline(time.Time{}) // the server's read timeout was for the upgrade
+	conn.SetWriteDeadline(time.Now().Add(writeTimeout))
+	if _, err := io.WriteString(brw, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: "+streamProtocol+"\r\n\r\n"); err != nil {
+		return
+	}
+	if err := brw.Flush(); err != nil {
+		return
+	}
+	ss := &serverStream{
+		srv: s, conn: conn, out: frameWriter{conn: conn}, from: from, member: member,
+		secret: r.Header.Get(SecretHeader), remote: r.RemoteAddr, host: r.Host,
+		inflight: map[uint64]context.CancelFunc{},
+	}
+	ss.serve(brw.Reader)
+}
+
+// serverStream is one stream being served.
+type serverStream struct {
+	srv                  *StreamServer
+	conn                 net.Conn
+	from, member, secret string
+	remote, host         string
+	out                  frameWriter // the frames this side sends
+
+	mu       sync.Mutex
+	inflight map[uint64]context.CancelFunc
+}
+
+func (ss *serverStream) serve(br *bufio.Reader) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel() // every request still being served
+	sem := make(chan struct{}, maxInFlight)
+	var reqs sync.WaitGroup
+	defer reqs.Wait()
+	for {
+		ss.conn.SetReadDeadline(time.Now().Add(serverIdle))
+		f, err := readFrame(br)
+		if err != nil {
+			if !isClosed(err) {
+				ss.srv.log.Debug("peer stream ended", "from", ss.from, "err", err)
+			}
+			return
+		}
+		switch f.kind {
+		case frameRequest:
+			if !ss.srv.filter.AllowsStream(ss.from) {
+				if ss.out.write(frame{kind: frameDropped, id: f.id}) != nil {
+					return
+				}
+				continue
+			}
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
+			rctx, rcancel := context.WithCancel(ctx)
+			ss.mu.Lock()
+			if _, dup := ss.inflight[f.id]; dup {
+				ss.mu.Unlock()
+				rcancel()
+				ss.srv.log.Warn("peer stream: a request id in use twice; closing", "from", ss.from)
+				return
+			}
+			ss.inflight[f.id] = rcancel
+			ss.mu.Unlock()
+			reqs.Add(1)
+			go func() {
+				defer reqs.Done()
+				defer func() { <-sem }()
+				ss.handle(rctx, f)
+				ss.mu.Lock()
+				delete(ss.inflight, f.id)
+				ss.mu.Unlock()
+				rcancel()
+			}()
+		case frameCancel:
+			ss.mu.Lock()
+			if c := ss.inflight[f.id]; c != nil {
+				c()
+			}
+			ss.mu.Unlock()
+		default:
+			ss.srv.log.Warn("peer stream: a frame a client does not send; closing", "from", ss.from, "kind", f.kind)
+			return
+		}
+	}
+}
+
+// handle serves one request and writes its reply. A handler that panics
+// answers 500 with an unknown outcome, as net/http would close the
+// connection: no request crashes the node.
+func (ss *serverStream) handle(ctx context.Context, f frame) {
+	h := http.Header{
+		FromHeader:     {ss.from},
+		MemberHeader:   {ss.member},
+		ToHeader:       {f.to},
+		"Content-Type": {"application/json"},
+	}
+	if ss.secret != "" {
+		h[SecretHeader] = []string{ss.secret}
+	}
+	req := (&http.Request{
+		Method:        http.MethodPost,
+		URL:           &url.URL{Path: f.path},
+		RequestURI:    f.path,
+		Proto:         "HTTP/1.1",
+		ProtoMajor:    1,
+		ProtoMinor:    1,
+		Header:        h,
+		Body:          io.NopCloser(bytes.NewReader(f.body)),
+		ContentLength: int64(len(f.body)),
+		Host:          ss.host,
+		RemoteAddr:    ss.remote,
+	}).WithContext(ctx)
+	rw := &replyWriter{header: http.Header{}}
+	func() {
+		defer func() {
+			if p := recover(); p != nil {
+				ss.srv.log.Error("peer request handler panicked", "path", f.path, "from", ss.from, "panic", p)
+				data, _ := json.Marshal(ErrorBody{Error: fmt.Sprint("handler panicked: ", p), Code: "internal", Outcome: OutcomeUnknown})
+				rw.status, rw.body = http.StatusInternalServerError, bytes.NewBuffer(data)
+			}
+		}()
+		ss.srv.handler.ServeHTTP(rw, req)
+	}()
+	status := rw.status
+	if status == 0 {
+		status = http.StatusOK
+	}
+	var body []byte
+	if rw.body != nil {
+		body = rw.body.Bytes()
+	}
+	if len(body) > maxFrame-64 {
+		data, _ := json.Marshal(ErrorBody{Error: fmt.Sprintf("answer of %d bytes is too long", len(body)), Code: "internal", Outcome: OutcomeUnknown})
+		status, body = http.StatusInternalServerError, data
+	}
+	if err := ss.out.write(frame{kind: frameReply, id: f.id, status: status, body: body}); err != nil {
+		ss.conn.Close() // the reader ends the stream
+	}
+}
+
+// replyWriter collects a handler's answer for a reply frame.
+type replyWriter struct {
+	header http.Header
+	status int
+	body   *bytes.Buffer
+}
+
+func (w *replyWriter) Header() http.Header { return w.header }
+
+func (w *replyWriter) WriteHeader(status int) {
+	if w.status == 0 {
+		w.status = status
+	}
+}
+
+func (w *replyWriter) Write(p []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	if w.body == nil {
+		w.body = &bytes.Buffer{}
+	}
+	return w.body.Write(p)
+}
+
+// isClosed reports whether err is how a stream ends in the ordinary
+// course (closed by either side, or idle).
+func isClosed(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) || errors.Is(err, os.ErrDeadlineExceeded)
+}

@@ -1,0 +1,372 @@
+package peer
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+func TestFrameRoundTrip(t *testing.T) {
+	tests := []frame{
+		{kind: frameRequest, id: 1, path: "/internal/v1/x", to: "n1@abc", body: []byte(`{"a":1}`)},
+		{kind: frameRequest, id: 1 << 40, path: "", to: "", body: nil},
+		{kind: frameReply, id: 7, status: 200, body: []byte(`{}`)},
+		{kind: frameReply, id: 8, status: 503, body: nil},
+		{kind: frameCancel, id: 9},
+		{kind: frameDropped, id: 10},
+	}
+	var buf []byte
+	for _, f := range tests {
+		buf = appendFrame(buf, f)
+	}
+	br := bufio.NewReader(bytes.NewReader(buf))
+	for _, want := range tests {
+		got, err := readFrame(br)
+		if err != nil {
+			t.Fatalf("read %+v: %v", want, err)
+		}
+		if got.kind != want.kind || got.id != want.id || got.path != want.path || got.to != want.to || got.status != want.status || !bytes.Equal(got.body, want.body) {
+			t.Errorf("got %+v, want %+v", got, want)
+		}
+	}
+}
+
+func TestBadFrames(t *testing.T) {
+	withLen := func(p []byte) []byte {
+		return append(binary.BigEndian.AppendUint32(nil, uint32(len(p))), p...)
+	}
+	tests := []struct {
+		name string
+		data []byte
+	}{
+		{"too short", withLen([]byte{frameCancel})},
+		{"too long", binary.BigEndian.AppendUint32(nil, maxFrame+1)},
+		{"unknown kind", withLen([]byte{99, 1})},
+		{"path longer than the frame", withLen([]byte{frameRequest, 1, 50, 'a'})},
+		{"bad id", withLen([]byte{frameCancel, 0xff, 0xff})},
+		{"status out of range", withLen([]byte{frameReply, 1, 5})},
+		{"cancel with a body", withLen([]byte{frameCancel, 1, 'x'})},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := readFrame(bufio.NewReader(bytes.NewReader(tt.data)))
+			if !errors.Is(err, errBadFrame) {
+				t.Fatalf("err %v, want a bad frame", err)
+			}
+		})
+	}
+	// Cut short: the stream ended inside a frame.
+	data := appendFrame(nil, frame{kind: frameReply, id: 1, status: 200, body: []byte("0123456789")})
+	if _, err := readFrame(bufio.NewReader(bytes.NewReader(data[:len(data)-3]))); err == nil || errors.Is(err, errBadFrame) {
+		t.Fatalf("a frame cut short: %v, want unexpected EOF", err)
+	}
+}
+
+func FuzzParseFrame(f *testing.F) {
+	f.Add(appendFrame(nil, frame{kind: frameRequest, id: 3, path: "/p", to: "t", body: []byte("{}")})[4:])
+	f.Add(appendFrame(nil, frame{kind: frameReply, id: 3, status: 200})[4:])
+	f.Add([]byte{frameCancel, 1})
+	f.Fuzz(func(t *testing.T, p []byte) {
+		if len(p) == 0 {
+			return
+		}
+		fr, err := parseFrame(p)
+		if err != nil {
+			return
+		}
+		// What parses writes back the same.
+		if again := appendFrame(nil, fr)[4:]; !bytes.Equal(again, p) {
+			if fr2, err := parseFrame(again); err != nil || fr2.id != fr.id || fr2.path != fr.path || !bytes.Equal(fr2.body, fr.body) {
+				t.Fatalf("%x parsed as %+v, which writes %x", p, fr, again)
+			}
+		}
+	})
+}
+
+// streamServer starts a stream server (and plain HTTP for other paths)
+// around h.
+func streamServer(t *testing.T, filter *Filter, h http.Handler) (*httptest.Server, *StreamServer, string) {
+	t.Helper()
+	ss := NewStreamServer(filter, h, nil)
+	srv := httptest.NewServer(ss.Handler(filter.Middleware(h)))
+	t.Cleanup(srv.Close)
+	t.Cleanup(ss.Close)
+	return srv, ss, strings.TrimPrefix(srv.URL, "http://")
+}
+
+func TestStreamCarriesConcurrentCalls(t *testing.T) {
+	var served atomic.Int64
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var in struct{ N int }
+		if err := jsonDecode(r, &in); err != nil {
+			WriteFail(w, 400, "bad", err.Error())
+			return
+		}
+		// Later requests answer first: replies must find their caller.
+		time.Sleep(time.Duration(50-in.N) * time.Millisecond / 10)
+		served.Add(1)
+		WriteJSON(w, 200, map[string]any{"n": in.N, "to": r.Header.Get(ToHeader), "from": r.Header.Get(MemberHeader)})
+	})
+	_, _, addr := streamServer(t, nil, h)
+	c := NewClient(Self{UID: "me@1", GossipAddr: "me:1"}, nil)
+	defer c.Close()
+	var wg sync.WaitGroup
+	for i := range 50 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var out struct {
+				N        int
+				To, From string
+			}
+			err := c.Call(context.Background(), Target{UID: fmt.Sprintf("peer@%d", i), GossipAddr: "peer:1", Addr: addr}, "/x", map[string]int{"n": i}, &out)
+			if err != nil || out.N != i || out.To != fmt.Sprintf("peer@%d", i) || out.From != "me@1" {
+				t.Errorf("call %d: %+v, %v", i, out, err)
+			}
+		}()
+	}
+	wg.Wait()
+	c.mu.Lock()
+	n := len(c.streams)
+	c.mu.Unlock()
+	if n != 1 || served.Load() != 50 {
+		t.Fatalf("%d streams, %d served; want one stream carrying 50", n, served.Load())
+	}
+}
+
+func jsonDecode(r *http.Request, v any) error { return json.NewDecoder(r.Body).Decode(v) }
+
+func TestStreamCancelReachesHandler(t *testing.T) {
+	cancelled := make(chan struct{})
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		<-r.Context().Done()
+		close(cancelled)
+	})
+	_, _, addr := streamServer(t, nil, h)
+	c := NewClient(Self{UID: "me@1", GossipAddr: "me:1"}, nil)
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	err := c.Call(ctx, Target{UID: "p@1", GossipAddr: "p:1", Addr: addr}, "/wait", struct{}{}, nil)
+	if !errors.Is(err, ErrUnreachable) || errors.Is(err, ErrNotSent) {
+		t.Fatalf("a call that timed out waiting: %v, want unreachable and maybe sent", err)
+	}
+	select {
+	case <-cancelled:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the handler was not told the caller stopped waiting")
+	}
+}
+
+func TestStreamRedialsAfterBreak(t *testing.T) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { WriteJSON(w, 200, struct{}{}) })
+	ss := NewStreamServer(nil, h, nil)
+	srv := httptest.NewServer(ss.Handler(h))
+	defer srv.Close()
+	addr := strings.TrimPrefix(srv.URL, "http://")
+	c := NewClient(Self{UID: "me@1", GossipAddr: "me:1"}, nil)
+	defer c.Close()
+	to := Target{UID: "p@1", GossipAddr: "p:1", Addr: addr}
+	if err := c.Call(context.Background(), to, "/x", struct{}{}, nil); err != nil {
+		t.Fatal(err)
+	}
+	// The server ends its streams (a restart): the next call gets a new
+	// one, as a restarted peer's next HTTP request got a new connection.
+	ss.mu.Lock()
+	for conn := range ss.streams {
+		conn.Close()
+	}
+	ss.mu.Unlock()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		err := c.Call(context.Background(), to, "/x", struct{}{}, nil)
+		if err == nil {
+			break
+		}
+		// A call racing the break may fail as unknown; never for long.
+		if time.Now().After(deadline) {
+			t.Fatalf("no call succeeded after the stream broke: %v", err)
+		}
+	}
+	ss.Close()
+}
+
+func TestNotSentIsDefiniteOnlyWhenNothingWasWritten(t *testing.T) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { WriteJSON(w, 200, struct{}{}) })
+	var serverFilter Filter
+	_, _, addr := streamServer(t, &serverFilter, h)
+	closed := httptest.NewServer(h)
+	closedAddr := strings.TrimPrefix(closed.URL, "http://")
+	closed.Close()
+	var clientFilter Filter
+	c := NewClient(Self{UID: "me@1", GossipAddr: "me:1"}, &clientFilter)
+	defer c.Close()
+	short := func() context.Context {
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		t.Cleanup(cancel)
+		return ctx
+	}
+	// Open the stream first, so the server's cut is met on a stream.
+	if err := c.Call(context.Background(), Target{UID: "p@1", GossipAddr: "p:1", Addr: addr}, "/x", struct{}{}, nil); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name    string
+		setup   func()
+		to      Target
+		notSent bool
+	}{
+		{"connection refused", func() {}, Target{UID: "q@1", GossipAddr: "q:1", Addr: closedAddr}, true},
+		{"no peer address", func() {}, Target{UID: "q@1", GossipAddr: "q:1"}, true},
+		{"cut by the sender's filter", func() { clientFilter.Set(Rules{DropOut: []string{"p:1"}}) }, Target{UID: "p@1", GossipAddr: "p:1", Addr: addr}, true},
+		// The receiver dropped it: to the sender, as a lost packet either way.
+		{"dropped by the receiver's filter", func() { serverFilter.Set(Rules{DropIn: []string{"me:1"}}) }, Target{UID: "p@1", GossipAddr: "p:1", Addr: addr}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			clientFilter.Set(Rules{})
+			serverFilter.Set(Rules{})
+			tt.setup()
+			err := c.Call(short(), tt.to, "/x", struct{}{}, nil)
+			if !errors.Is(err, ErrUnreachable) || errors.Is(err, ErrNotSent) != tt.notSent {
+				t.Fatalf("err %v: want unreachable, not sent %v", err, tt.notSent)
+			}
+		})
+	}
+}
+
+func TestStreamGuardedPerRequest(t *testing.T) {
+	members := map[string]bool{"me@1": true}
+	var mu sync.Mutex
+	g := &Guard{
+		Self: func() string { return "p@1" },
+		Member: func(uid string) (string, bool) {
+			mu.Lock()
+			defer mu.Unlock()
+			return "127.0.0.1", members[uid]
+		},
+		Secret: "s3cret",
+	}
+	h := g.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { WriteJSON(w, 200, struct{}{}) }))
+	_, _, addr := streamServer(t, nil, h)
+	good := NewClient(Self{UID: "me@1", GossipAddr: "me:1", Secret: "s3cret"}, nil)
+	defer good.Close()
+	bad := NewClient(Self{UID: "me@1", GossipAddr: "me:1", Secret: "guess"}, nil)
+	defer bad.Close()
+	to := Target{UID: "p@1", GossipAddr: "p:1", Addr: addr}
+	ctx := context.Background()
+	if err := good.Call(ctx, to, "/x", struct{}{}, nil); err != nil {
+		t.Fatalf("a member with the secret: %v", err)
+	}
+	var re *RemoteError
+	if err := bad.Call(ctx, to, "/x", struct{}{}, nil); !errors.As(err, &re) || re.Body.Code != CodeRefused || !IsDefiniteFailure(err) {
+		t.Fatalf("a wrong secret: %v, want refused", err)
+	}
+	if err := good.Call(ctx, Target{UID: "p@0", GossipAddr: "p:1", Addr: addr}, "/x", struct{}{}, nil); !errors.As(err, &re) || re.Body.Code != CodeWrongMember {
+		t.Fatalf("for another incarnation: %v, want wrong-member", err)
+	}
+	// The sender stops being a member while its stream stays open.
+	mu.Lock()
+	members["me@1"] = false
+	mu.Unlock()
+	if err := good.Call(ctx, to, "/x", struct{}{}, nil); !errors.As(err, &re) || re.Body.Code != CodeRefused {
+		t.Fatalf("from a former member on an open stream: %v, want refused", err)
+	}
+}
+
+func TestStreamHandlerPanicIsAnUnknownOutcome(t *testing.T) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/boom" {
+			panic("boom")
+		}
+		WriteJSON(w, 200, struct{}{})
+	})
+	_, _, addr := streamServer(t, nil, h)
+	c := NewClient(Self{UID: "me@1", GossipAddr: "me:1"}, nil)
+	defer c.Close()
+	to := Target{UID: "p@1", GossipAddr: "p:1", Addr: addr}
+	var re *RemoteError
+	if err := c.Call(context.Background(), to, "/boom", struct{}{}, nil); !errors.As(err, &re) || re.Status != 500 || IsDefiniteFailure(err) {
+		t.Fatalf("a panicking handler: %v, want 500 unknown", err)
+	}
+	if err := c.Call(context.Background(), to, "/ok", struct{}{}, nil); err != nil {
+		t.Fatalf("the stream after a panic: %v", err)
+	}
+}
+
+func TestStreamServerRefusesBadUpgradesAndFrames(t *testing.T) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { WriteJSON(w, 200, struct{}{}) })
+	srv, _, addr := streamServer(t, nil, h)
+	// An upgrade that names no sender is refused with a clear answer.
+	res, err := http.Get(srv.URL + StreamPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusBadRequest {
+		t.Fatalf("a GET without Upgrade: %s", res.Status)
+	}
+	// A client that sends garbage on its stream loses only that stream.
+	c := NewClient(Self{UID: "me@1", GossipAddr: "me:1"}, nil)
+	defer c.Close()
+	to := Target{UID: "p@1", GossipAddr: "p:1", Addr: addr}
+	if err := c.Call(context.Background(), to, "/x", struct{}{}, nil); err != nil {
+		t.Fatal(err)
+	}
+	c.mu.Lock()
+	var s *stream
+	for _, sl := range c.streams {
+		s = sl.s
+	}
+	c.mu.Unlock()
+	s.out.mu.Lock()
+	s.conn.Write([]byte{0, 0, 0, 2, 99, 1})
+	s.out.mu.Unlock()
+	deadline := time.Now().Add(5 * time.Second)
+	for s.broken() == nil && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if s.broken() == nil {
+		t.Fatal("the server kept a stream that sent a bad frame")
+	}
+	if err := c.Call(context.Background(), to, "/x", struct{}{}, nil); err != nil {
+		t.Fatalf("a new stream after the bad one: %v", err)
+	}
+}
+
+func TestClientFallsBackToHTTP(t *testing.T) {
+	var upgrades, posts atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == StreamPath {
+			upgrades.Add(1)
+			http.NotFound(w, r)
+			return
+		}
+		posts.Add(1)
+		WriteJSON(w, 200, map[string]int{"v": 1})
+	}))
+	defer srv.Close()
+	c := NewClient(Self{UID: "me@1", GossipAddr: "me:1"}, nil)
+	defer c.Close()
+	to := Target{UID: "p@1", GossipAddr: "p:1", Addr: strings.TrimPrefix(srv.URL, "http://")}
+	for range 3 {
+		var out struct{ V int }
+		if err := c.Call(context.Background(), to, "/x", struct{}{}, &out); err != nil || out.V != 1 {
+			t.Fatalf("over HTTP: %+v %v", out, err)
+		}
+	}
+	if upgrades.Load() != 1 || posts.Load() != 3 {
+		t.Fatalf("%d upgrades asked, %d posts: want the upgrade asked once", upgrades.Load(), posts.Load())
+	}
+}
