@@ -132,14 +132,12 @@ func (c *Client) dial(addr string, sl *streamSlot) {
 	s, br, err := c.upgrade(ctx, addr)
 	sl.s, sl.err = s, err
 	if err != nil {
-		c.mu.Lock()
-		if c.streams[addr] == sl {
-			delete(c.streams, addr)
-		}
+		c.drop(addr, sl)
 		if errors.Is(err, errHTTPOnly) {
+			c.mu.Lock()
 			c.httpOnly[addr] = time.Now().Add(httpOnlyFor)
+			c.mu.Unlock()
 		}
-		c.mu.Unlock()
 		close(sl.ready)
 		return
 	}

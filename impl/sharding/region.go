@@ -584,11 +584,11 @@ func (r *Region) send(env *envelope, home string) (rep Reply, err error, rebuffe
 	if err == nil {
 		return rep, nil, false
 	}
-	return classifyForward(err, env.msg.EntityID, home, !errors.Is(err, peer.ErrNotSent))
+	return classifyForward(err, env.msg.EntityID, home)
 }
 
 // classifyForward maps a failed forward to what the caller learns.
-func classifyForward(err error, entityID, home string, gotConn bool) (Reply, error, bool) {
+func classifyForward(err error, entityID, home string) (Reply, error, bool) {
 	var re *peer.RemoteError
 	if errors.As(err, &re) {
 		switch {
@@ -608,8 +608,8 @@ func classifyForward(err error, entityID, home string, gotConn bool) (Reply, err
 		}
 		return Reply{}, fmt.Errorf("%w: forward to %s: %w", ErrUnknownOutcome, home, err), false
 	}
-	if !gotConn {
-		// No connection was ever made: nothing was written.
+	if errors.Is(err, peer.ErrNotSent) {
+		// Never written: nothing reached the home.
 		return Reply{}, nil, true
 	}
 	return Reply{}, fmt.Errorf("%w: forward to %s: %w", ErrUnknownOutcome, home, err), false
