@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -146,6 +147,57 @@ func TestStreamCarriesConcurrentCalls(t *testing.T) {
 }
 
 func jsonDecode(r *http.Request, v any) error { return json.NewDecoder(r.Body).Decode(v) }
+
+// goroutineID is the id of the calling goroutine, from its stack's first
+// line ("goroutine N [running]:").
+func goroutineID() string {
+	buf := make([]byte, 64)
+	buf = buf[:runtime.Stack(buf, false)]
+	f := strings.Fields(string(buf))
+	if len(f) < 2 {
+		return ""
+	}
+	return f[1]
+}
+
+// Requests one after another on a stream are served by a worker that
+// stays for the next one, not by a new goroutine each (whose stack grew
+// through the handler every time); once the stream ends, its idle
+// workers end too (the server closes without waiting for their idle
+// time).
+func TestStreamWorkersServeOneRequestAfterAnother(t *testing.T) {
+	var mu sync.Mutex
+	workers := map[string]int{}
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		workers[goroutineID()]++
+		mu.Unlock()
+		WriteJSON(w, 200, struct{}{})
+	})
+	_, ss, addr := streamServer(t, nil, h)
+	c := NewClient(Self{UID: "me@1", GossipAddr: "me:1"}, nil)
+	to := Target{UID: "p@1", GossipAddr: "p:1", Addr: addr}
+	const calls = 50
+	for i := range calls {
+		if err := c.Call(context.Background(), to, "/x", struct{}{}, nil); err != nil {
+			t.Fatalf("call %d: %v", i, err)
+		}
+	}
+	mu.Lock()
+	n := len(workers)
+	mu.Unlock()
+	if n == 0 || n > calls/5 {
+		t.Fatalf("%d calls one after another were served by %d goroutines: %v", calls, n, workers)
+	}
+	c.Close()
+	closed := make(chan struct{})
+	go func() { ss.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(workerIdle / 2):
+		t.Fatal("the server did not close: an idle worker of an ended stream is still waiting")
+	}
+}
 
 func TestStreamCancelReachesHandler(t *testing.T) {
 	cancelled := make(chan struct{})

@@ -28,11 +28,12 @@ type entity struct {
 	mu      sync.Mutex
 	queue   []*envelope
 	stopReq bool
-	// running: a goroutine serves the mailbox now. An idle entity has none
-	// (it is parked), so it costs no goroutine stack; push and the stop
-	// requests start one again.
+	// running: someone holds the entity's turn to run and serves the
+	// mailbox now — a goroutine of its own, or a caller in serveFor. An
+	// idle entity has none (it is parked), so it costs no goroutine stack;
+	// push and the stop requests start one again.
 	running bool
-	inst    Entity // set once started; used only by the serving goroutine
+	inst    Entity // set once started; used only by whoever holds the turn to run (running)
 
 	// passivating is guarded by the shard's mutex: once set, the shard
 	// holds new messages for this id until this incarnation has stopped.
@@ -67,19 +68,30 @@ func (e *entity) resumeLocked() {
 	}
 }
 
-// push appends env to the mailbox; false if the entity no longer accepts
-// messages (it stopped on its own after a failed start).
-func (e *entity) push(env *envelope) bool {
+// push appends env to the mailbox; ok is false if the entity no longer
+// accepts messages (it stopped on its own after a failed start).
+//
+// byCaller is set by the goroutine that will wait for env's reply. If the
+// entity is parked, that goroutine takes the entity's turn to run instead
+// of a new goroutine (serveHere: it must call serveFor(env) before it
+// waits): a message to an idle entity, the common case, then costs no
+// goroutine start and no hand-off to it and back.
+func (e *entity) push(env *envelope, byCaller bool) (ok, serveHere bool) {
 	e.mu.Lock()
 	if e.stopReq {
 		e.mu.Unlock()
-		return false
+		return false, false
 	}
 	e.queue = append(e.queue, env)
-	e.resumeLocked()
+	if byCaller && !e.running {
+		e.running = true
+		serveHere = true
+	} else {
+		e.resumeLocked()
+	}
 	e.mu.Unlock()
 	e.touch()
-	return true
+	return true, serveHere
 }
 
 // requestStop enqueues the termination: Stop runs after the messages
@@ -160,7 +172,6 @@ func (e *entity) run() {
 // serve handles queued messages until the mailbox is empty (the entity
 // parks and the goroutine ends) or the entity is to stop (it stops).
 func (e *entity) serve() {
-	r := e.sh.r
 	for {
 		env, stop := e.next()
 		if stop {
@@ -169,25 +180,7 @@ func (e *entity) serve() {
 		if env == nil {
 			return // parked
 		}
-		if !env.take() {
-			continue
-		}
-		res, herr := e.handle(e.inst, env)
-		e.touch()
-		if herr != nil {
-			env.finish(Reply{}, &EntityError{Entity: e.id, Err: herr})
-			if errors.Is(herr, ErrEntityFailed) {
-				// Stale or broken: stop this incarnation; what is still
-				// in its mailbox goes to the next one.
-				r.log.Warn("entity failed; stopping this incarnation", "entity", e.id, "incarnation", e.inc, "err", herr)
-				e.sh.retire(e)
-			}
-			continue
-		}
-		if len(res) == 0 {
-			res = json.RawMessage("null")
-		}
-		env.finish(Reply{Payload: res, Node: r.self, Shard: e.sh.id, EntityIncarnation: e.inc}, nil)
+		e.serveOne(env)
 	}
 	detail := ""
 	if serr := e.stop(e.inst); serr != nil {
@@ -195,6 +188,69 @@ func (e *entity) serve() {
 	}
 	e.event(protocol.EventEntityStopped, detail)
 	e.finish()
+}
+
+// serveFor serves the mailbox on the calling goroutine, which pushed own
+// and took the parked entity's turn to run (push's serveHere), until own
+// has been handled — or has left the mailbox another way (the entity was
+// stopped or retired; whoever did that answers own or passes it on). Then
+// it gives the turn back: the entity parks if nothing else is queued, and
+// otherwise a goroutine of its own serves the rest (and any stop), so the
+// caller never works for other callers after its own message.
+func (e *entity) serveFor(own *envelope) {
+	for {
+		env, stop := e.next()
+		if stop {
+			go e.serve() // finds the stop at once and runs it
+			return
+		}
+		if env == nil {
+			return // parked: own is no longer queued here
+		}
+		if env == own && own.ctx.Err() != nil {
+			// As wait does for a message its caller gave up on while it
+			// was queued: never handled, a definite failure.
+			own.fail(fmt.Errorf("%w: deadline passed while queued: %w", ErrNotDelivered, own.ctx.Err()))
+		} else {
+			e.serveOne(env)
+		}
+		if env == own {
+			break
+		}
+	}
+	e.mu.Lock()
+	if len(e.queue) == 0 && !e.stopReq {
+		e.running = false
+		e.mu.Unlock()
+		return
+	}
+	e.mu.Unlock()
+	go e.serve()
+}
+
+// serveOne handles one message taken from the mailbox, by whoever holds
+// the entity's turn to run.
+func (e *entity) serveOne(env *envelope) {
+	if !env.take() {
+		return
+	}
+	r := e.sh.r
+	res, herr := e.handle(e.inst, env)
+	e.touch()
+	if herr != nil {
+		env.finish(Reply{}, &EntityError{Entity: e.id, Err: herr})
+		if errors.Is(herr, ErrEntityFailed) {
+			// Stale or broken: stop this incarnation; what is still in
+			// its mailbox goes to the next one.
+			r.log.Warn("entity failed; stopping this incarnation", "entity", e.id, "incarnation", e.inc, "err", herr)
+			e.sh.retire(e)
+		}
+		return
+	}
+	if len(res) == 0 {
+		res = json.RawMessage("null")
+	}
+	env.finish(Reply{Payload: res, Node: r.self, Shard: e.sh.id, EntityIncarnation: e.inc}, nil)
 }
 
 // finish ends the incarnation: its context, its done channel, and the

@@ -66,6 +66,19 @@ func (e *envelope) fail(err error) bool {
 // abandoned reports whether the envelope no longer needs delivering.
 func (e *envelope) abandoned() bool { return e.state.Load() == envAbandoned }
 
+// waitServing is wait for the caller that enqueued e itself: if enqueue
+// gave it the entity's turn to run (e not nil), it serves the entity's
+// mailbox up to e before waiting (entity.serveFor).
+func (e *envelope) waitServing(serve *entity) func() (Reply, error) {
+	if serve == nil {
+		return e.wait
+	}
+	return func() (Reply, error) {
+		serve.serveFor(e)
+		return e.wait()
+	}
+}
+
 // wait blocks until the envelope is answered. If the caller's context ends
 // while it is still queued, it is abandoned: never sent, a definite error.
 func (e *envelope) wait() (Reply, error) {

@@ -52,10 +52,24 @@ type entityLog struct {
 	mu      sync.Mutex
 	byID    map[string][]handled
 	stopped map[string]bool // incarnations stopped
+	// gates hold op "block" messages, by their seq, until closed.
+	gates map[int]chan struct{}
 }
 
 func newEntityLog() *entityLog {
-	return &entityLog{byID: map[string][]handled{}, stopped: map[string]bool{}}
+	return &entityLog{byID: map[string][]handled{}, stopped: map[string]bool{}, gates: map[int]chan struct{}{}}
+}
+
+// gate is the gate of seq's "block" message.
+func (l *entityLog) gate(seq int) chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	g := l.gates[seq]
+	if g == nil {
+		g = make(chan struct{})
+		l.gates[seq] = g
+	}
+	return g
 }
 
 func (l *entityLog) of(id string) []handled {
@@ -102,6 +116,12 @@ func (e *testEntity) Handle(ctx context.Context, msg Message) (json.RawMessage, 
 	case "sleep":
 		if err := clock.Real().Sleep(ctx, 2*time.Second); err != nil {
 			return nil, err
+		}
+	case "block":
+		select {
+		case <-e.log.gate(p.Seq):
+		case <-ctx.Done():
+			return nil, ctx.Err()
 		}
 	}
 	return json.Marshal(map[string]any{"n": e.n, "seq": p.Seq})

@@ -256,7 +256,8 @@ func (r *Region) notifyLocked() {
 // IsDefinite on an error to learn whether the message certainly had no
 // effect; a message whose outcome is unknown is never resent.
 func (r *Region) Deliver(ctx context.Context, msg Message) (Reply, error) {
-	return r.Submit(ctx, msg)()
+	// The caller waits at once, so it may serve its entity itself.
+	return r.submit(ctx, msg, true)()
 }
 
 // Submit routes msg like Deliver but returns as soon as the message's place
@@ -269,6 +270,15 @@ func (r *Region) Deliver(ctx context.Context, msg Message) (Reply, error) {
 // their replies keeps their order, as Akka's tell does: this is how the
 // node pipelines fire-and-forget messages.
 func (r *Region) Submit(ctx context.Context, msg Message) func() (Reply, error) {
+	return r.submit(ctx, msg, false)
+}
+
+// submit is Submit; with waitsNow, the caller calls the returned function
+// at once, so when the message's entity here is parked the caller serves
+// it itself (shard.enqueue's byCaller). Submit's callers may wait later,
+// or for several messages in another order, so theirs never hold an
+// entity's turn.
+func (r *Region) submit(ctx context.Context, msg Message, waitsNow bool) func() (Reply, error) {
 	if msg.EntityID == "" {
 		return failed(fmt.Errorf("%w: empty entity id", ErrBadMessage))
 	}
@@ -287,9 +297,9 @@ func (r *Region) Submit(ctx context.Context, msg Message) func() (Reply, error) 
 	}
 	if _, buffering := r.buffers[shardID]; !buffering {
 		if sh := r.local[shardID]; sh != nil {
-			if sh.enqueue(env) == nil {
+			if e, err := sh.enqueue(env, waitsNow); err == nil {
 				r.mu.Unlock()
-				return env.wait
+				return env.waitServing(e)
 			}
 			// Closed for a hand-off: buffer below.
 		} else if home, ok := r.homes[shardID]; ok {
@@ -527,7 +537,7 @@ func (r *Region) flush(shardID string, b *shardBuffer, home string) bool {
 				r.mu.Unlock()
 				continue
 			}
-			if sh == nil || sh.enqueue(env) != nil {
+			if sh == nil || errOf(sh.enqueue(env, false)) != nil {
 				// Not (or no longer) hosted here: ask again.
 				b.queue = slices.Insert(b.queue, 0, env)
 				r.buffered++
@@ -704,13 +714,16 @@ func (r *Region) localDeliver(ctx context.Context, msg Message) (Reply, error) {
 		r.mu.Unlock()
 		return Reply{}, fmt.Errorf("%w: shard %s", ErrShardNotHere, shardID)
 	}
-	err := sh.enqueue(env)
+	e, err := sh.enqueue(env, true)
 	r.mu.Unlock()
 	if err != nil {
 		return Reply{}, err
 	}
-	return env.wait()
+	return env.waitServing(e)()
 }
+
+// errOf is the error of a two-valued result.
+func errOf[T any](_ T, err error) error { return err }
 
 // awaitFresh waits, while the member is not fresh (Deps.Fresh: it was just
 // frozen), until it is, ctx ends or the region stops; the message has not

@@ -45,25 +45,34 @@ func (sh *shard) event(typ, detail string) {
 // enqueue gives a queued envelope to its entity's mailbox, starting the
 // entity on its first message. It fails with ErrShardNotHere if the shard
 // no longer accepts deliveries; the envelope is then untouched.
-func (sh *shard) enqueue(env *envelope) error {
+//
+// byCaller is set by the goroutine that will wait for env's reply (not by
+// one that passes on another caller's message): if the entity is parked,
+// serve is returned, and that goroutine must call serve.serveFor(env)
+// before it waits (entity.push).
+func (sh *shard) enqueue(env *envelope, byCaller bool) (serve *entity, err error) {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	if sh.closed || sh.stopping {
-		return fmt.Errorf("%w: shard %s is being handed off", ErrShardNotHere, sh.id)
+		return nil, fmt.Errorf("%w: shard %s is being handed off", ErrShardNotHere, sh.id)
 	}
 	id := env.msg.EntityID
 	e := sh.entities[id]
 	if e != nil && e.passivating {
 		sh.held[id] = append(sh.held[id], env)
-		return nil
+		return nil, nil
 	}
 	if e == nil {
 		e = sh.startLocked(id)
 	}
-	if !e.push(env) {
+	ok, serveHere := e.push(env, byCaller)
+	if !ok {
 		env.fail(fmt.Errorf("%w: %s failed to start", ErrEntityUnavailable, id))
 	}
-	return nil
+	if serveHere {
+		return e, nil
+	}
+	return nil, nil
 }
 
 func (sh *shard) startLocked(id string) *entity {
@@ -125,7 +134,7 @@ func (sh *shard) entityDone(e *entity) {
 		} else {
 			ne := sh.startLocked(e.id)
 			for _, env := range held {
-				if !ne.push(env) {
+				if ok, _ := ne.push(env, false); !ok {
 					env.fail(fmt.Errorf("%w: %s failed to start", ErrEntityUnavailable, e.id))
 				}
 			}
