@@ -29,7 +29,7 @@ func newBenchCmd() *cobra.Command {
 yardstick and the real thing in the same command, and prints their ratios as
 its last line. Figures are ratios, so they compare across machines.`,
 	}
-	cmd.AddCommand(newBenchCheckCmd(), newBenchBaselineCmd(), newBenchRouteCmd(), newBenchRelayCmd())
+	cmd.AddCommand(newBenchCheckCmd(), newBenchBaselineCmd(), newBenchRouteCmd(), newBenchRelayCmd(), newBenchEchoCmd())
 	return cmd
 }
 
@@ -195,12 +195,15 @@ of each of:
   remote  a register read sent to A, of an entity B hosts: A's shard region
           forwards it to B (client → A → B → A → client)
   relay   GET /v1/health of B through a relay process that does nothing
-          else (client → relay → B → relay → client): the least any
-          routing through a node costs on this machine
+          else (client → relay → B → relay → client), HTTP both ways
+  framed  the same through a relay that sends one frame to an echo
+          process over a kept-open connection and answers with what comes
+          back (client → relay → echo → relay → client): the least any
+          routing through a second process costs on this machine
 
 --repeat times (a new cluster each), and print the medians of the p50s, the
 last line being
-  remote/raw: p50 1.45x (local/raw 1.10x, relay/raw 1.30x)
+  remote/raw: p50 1.45x (local/raw 1.10x, relay/raw 1.30x, framed/raw 1.20x)
 Exit status: 0 measured; 3 the measurement could not be made.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -217,20 +220,20 @@ Exit status: 0 measured; 3 the measurement could not be made.`,
 			defer os.RemoveAll(tmp)
 			o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 			out := cmd.OutOrStdout()
-			var raw, loc, rem, rel []time.Duration
+			var raw, loc, rem, rel, frm []time.Duration
 			for i := range repeat {
 				o.Dir = filepath.Join(tmp, fmt.Sprint(i+1))
 				r, err := bench.Route(cmd.Context(), o)
 				if err != nil {
 					return &exitError{exitCannotRun, err}
 				}
-				fmt.Fprintf(out, "try %d: raw p50 %s p99 %s; local p50 %s p99 %s; remote p50 %s p99 %s; relay p50 %s p99 %s (%d each)\n", i+1,
-					us(r.Raw.P50), us(r.Raw.P99), us(r.Local.P50), us(r.Local.P99), us(r.Remote.P50), us(r.Remote.P99), us(r.Relay.P50), us(r.Relay.P99), r.Raw.N)
-				raw, loc, rem, rel = append(raw, r.Raw.P50), append(loc, r.Local.P50), append(rem, r.Remote.P50), append(rel, r.Relay.P50)
+				fmt.Fprintf(out, "try %d: raw p50 %s p99 %s; local p50 %s p99 %s; remote p50 %s p99 %s; relay p50 %s p99 %s; framed p50 %s p99 %s (%d each)\n", i+1,
+					us(r.Raw.P50), us(r.Raw.P99), us(r.Local.P50), us(r.Local.P99), us(r.Remote.P50), us(r.Remote.P99), us(r.Relay.P50), us(r.Relay.P99), us(r.Framed.P50), us(r.Framed.P99), r.Raw.N)
+				raw, loc, rem, rel, frm = append(raw, r.Raw.P50), append(loc, r.Local.P50), append(rem, r.Remote.P50), append(rel, r.Relay.P50), append(frm, r.Framed.P50)
 			}
-			mr, ml, mm, my := medianDur(raw), medianDur(loc), medianDur(rem), medianDur(rel)
-			fmt.Fprintf(out, "median of %d: raw p50 %s, local p50 %s, remote p50 %s, relay p50 %s\n", repeat, us(mr), us(ml), us(mm), us(my))
-			fmt.Fprintf(out, "remote/raw: p50 %.2fx (local/raw %.2fx, relay/raw %.2fx)\n", mm.Seconds()/mr.Seconds(), ml.Seconds()/mr.Seconds(), my.Seconds()/mr.Seconds())
+			mr, ml, mm, my, mf := medianDur(raw), medianDur(loc), medianDur(rem), medianDur(rel), medianDur(frm)
+			fmt.Fprintf(out, "median of %d: raw p50 %s, local p50 %s, remote p50 %s, relay p50 %s, framed p50 %s\n", repeat, us(mr), us(ml), us(mm), us(my), us(mf))
+			fmt.Fprintf(out, "remote/raw: p50 %.2fx (local/raw %.2fx, relay/raw %.2fx, framed/raw %.2fx)\n", mm.Seconds()/mr.Seconds(), ml.Seconds()/mr.Seconds(), my.Seconds()/mr.Seconds(), mf.Seconds()/mr.Seconds())
 			return nil
 		},
 	}
@@ -246,6 +249,7 @@ Exit status: 0 measured; 3 the measurement could not be made.`,
 // command for users).
 func newBenchRelayCmd() *cobra.Command {
 	var to string
+	var framed bool
 	cmd := &cobra.Command{
 		Use:    "relay",
 		Short:  "serve GET /v1/health of --to, relayed (started by bench route)",
@@ -253,18 +257,41 @@ func newBenchRelayCmd() *cobra.Command {
 		Args:   cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if to == "" {
-				return &exitError{exitCannotRun, errors.New("--to: the node to relay to is required")}
+				return &exitError{exitCannotRun, errors.New("--to: the address to relay to is required")}
 			}
 			ln, err := net.Listen("tcp", "127.0.0.1:0")
 			if err != nil {
 				return &exitError{exitCannotRun, err}
 			}
 			fmt.Fprintln(cmd.OutOrStdout(), bench.RelayReadyLine(ln))
+			if framed {
+				return bench.ServeFramedRelay(cmd.Context(), ln, to)
+			}
 			return bench.ServeRelay(cmd.Context(), ln, to)
 		},
 	}
-	cmd.Flags().StringVar(&to, "to", "", "the node's HTTP address (host:port)")
+	cmd.Flags().StringVar(&to, "to", "", "the node's HTTP address (host:port), or with --framed the echo process's")
+	cmd.Flags().BoolVar(&framed, "framed", false, "relay as one frame to an echo process (bench echo) instead of an HTTP GET")
 	return cmd
+}
+
+// newBenchEchoCmd is the echo process the framed relay of bench route
+// sends to (hidden: not a command for users).
+func newBenchEchoCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:    "echo",
+		Short:  "answer every length-prefixed frame with itself (started by bench route)",
+		Hidden: true,
+		Args:   cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				return &exitError{exitCannotRun, err}
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), bench.EchoReadyLine(ln))
+			return bench.ServeEcho(cmd.Context(), ln)
+		},
+	}
 }
 
 func us(d time.Duration) string { return d.Round(time.Microsecond).String() }

@@ -51,18 +51,19 @@ func ServeRelay(ctx context.Context, ln net.Listener, to string) error {
 	return nil
 }
 
-// startRelay starts binary's relay (`bench relay --to to`) as a process of
-// its own, as the nodes are, and returns its address; stop ends it. The
-// process dies with this one.
-func startRelay(ctx context.Context, binary, to string) (addr string, stop func(), err error) {
-	cmd := exec.Command(binary, "bench", "relay", "--to", to)
+// startHelper starts binary with args (`bench relay --to ADDR`, `bench
+// echo`) as a process of its own, as the nodes are, and returns the
+// address it printed after ready; stop ends it. The process dies with
+// this one.
+func startHelper(ctx context.Context, binary string, args []string, ready string) (addr string, stop func(), err error) {
+	cmd := exec.Command(binary, args...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		return "", nil, err
 	}
 	if err := cmd.Start(); err != nil {
-		return "", nil, fmt.Errorf("start the relay: %w", err)
+		return "", nil, fmt.Errorf("start %s: %w", strings.Join(args[:2], " "), err)
 	}
 	stop = func() {
 		cmd.Process.Kill()
@@ -72,18 +73,18 @@ func startRelay(ctx context.Context, binary, to string) (addr string, stop func(
 	go func() {
 		s, _ := bufio.NewReader(out).ReadString('\n')
 		line <- s
-		io.Copy(io.Discard, out) // until the relay ends
+		io.Copy(io.Discard, out) // until the process ends
 	}()
 	select {
 	case s := <-line:
-		if !strings.HasPrefix(s, relayReady) {
+		if !strings.HasPrefix(s, ready) {
 			stop()
-			return "", nil, fmt.Errorf("the relay did not start (it printed %q)", s)
+			return "", nil, fmt.Errorf("%s did not start (it printed %q)", strings.Join(args[:2], " "), s)
 		}
-		return strings.TrimSpace(strings.TrimPrefix(s, relayReady)), stop, nil
+		return strings.TrimSpace(strings.TrimPrefix(s, ready)), stop, nil
 	case <-time.After(10 * time.Second):
 		stop()
-		return "", nil, errors.New("the relay did not start in 10s")
+		return "", nil, fmt.Errorf("%s did not start in 10s", strings.Join(args[:2], " "))
 	case <-ctx.Done():
 		stop()
 		return "", nil, ctx.Err()

@@ -37,9 +37,12 @@ type RouteResult struct {
 	// register read through node A of an entity A hosts; Remote the same
 	// through A of an entity B hosts (client → A → B → A → client); Relay
 	// a round trip to B's /v1/health through a relay process that does
-	// nothing else (client → relay → B → relay → client): what any routing
-	// through a node costs at the least on this machine.
-	Raw, Local, Remote, Relay Latency
+	// nothing else (client → relay → B → relay → client), over HTTP both
+	// ways; Framed the same through a relay that sends one frame to an
+	// echo process over a kept-open connection (ServeFramedRelay): what
+	// any routing through a second process costs at the least on this
+	// machine.
+	Raw, Local, Remote, Relay, Framed Latency
 }
 
 // Latency summarises one kind of request.
@@ -54,9 +57,10 @@ func summarise(d []time.Duration) Latency {
 	return Latency{P50: s[(len(s)-1)/2], P99: s[(len(s)-1)*99/100], N: len(s)}
 }
 
-// Route starts a local cluster of two nodes and a relay, and measures,
+// Route starts a local cluster of two nodes, the two relays and the echo
+// process, and measures,
 // from one client with kept-alive connections, the four kinds of request
-// of RouteResult, interleaved (raw, local, remote, relay, raw, ...) so that a slow moment of the
+// of RouteResult, interleaved (raw, local, remote, relay, framed, raw, ...) so that a slow moment of the
 // machine weighs on each alike. The cluster is stopped before it returns.
 func Route(ctx context.Context, o RouteOptions) (RouteResult, error) {
 	if o.Requests < 1 || o.Warmup < 0 {
@@ -73,11 +77,21 @@ func Route(ctx context.Context, o RouteOptions) (RouteResult, error) {
 			return RouteResult{}, fmt.Errorf("route: %w", err)
 		}
 	}
-	relayAddr, stopRelay, err := startRelay(ctx, binary, c.Nodes[1].HTTPAddr)
+	relayAddr, stopRelay, err := startHelper(ctx, binary, []string{"bench", "relay", "--to", c.Nodes[1].HTTPAddr}, relayReady)
 	if err != nil {
 		return RouteResult{}, fmt.Errorf("route: %w", err)
 	}
 	defer stopRelay()
+	echoAddr, stopEcho, err := startHelper(ctx, binary, []string{"bench", "echo"}, echoReady)
+	if err != nil {
+		return RouteResult{}, fmt.Errorf("route: %w", err)
+	}
+	defer stopEcho()
+	framedAddr, stopFramed, err := startHelper(ctx, binary, []string{"bench", "relay", "--framed", "--to", echoAddr}, relayReady)
+	if err != nil {
+		return RouteResult{}, fmt.Errorf("route: %w", err)
+	}
+	defer stopFramed()
 	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
 	defer hc.CloseIdleConnections()
 	a, b := client.New(c.Nodes[0].HTTPAddr, hc), client.New(c.Nodes[1].HTTPAddr, hc)
@@ -94,7 +108,9 @@ func Route(ctx context.Context, o RouteOptions) (RouteResult, error) {
 	}
 	relay := client.New(relayAddr, hc)
 	viaRelay := func() error { _, err := relay.Health(ctx); return err }
-	kinds := []func() error{raw, read(localID), read(remoteID), viaRelay}
+	framed := client.New(framedAddr, hc)
+	viaFramed := func() error { _, err := framed.Health(ctx); return err }
+	kinds := []func() error{raw, read(localID), read(remoteID), viaRelay, viaFramed}
 	lat := make([][]time.Duration, len(kinds))
 	for i := range o.Warmup + o.Requests {
 		for k, f := range kinds {
@@ -107,7 +123,7 @@ func Route(ctx context.Context, o RouteOptions) (RouteResult, error) {
 			}
 		}
 	}
-	return RouteResult{Raw: summarise(lat[0]), Local: summarise(lat[1]), Remote: summarise(lat[2]), Relay: summarise(lat[3])}, nil
+	return RouteResult{Raw: summarise(lat[0]), Local: summarise(lat[1]), Remote: summarise(lat[2]), Relay: summarise(lat[3]), Framed: summarise(lat[4])}, nil
 }
 
 // findEntities finds a register entity hosted by A's member and one hosted

@@ -22,7 +22,7 @@ func TestRoute(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, l := range map[string]Latency{"raw": r.Raw, "local": r.Local, "remote": r.Remote, "relay": r.Relay} {
+	for name, l := range map[string]Latency{"raw": r.Raw, "local": r.Local, "remote": r.Remote, "relay": r.Relay, "framed": r.Framed} {
 		if l.N != 200 || l.P50 <= 0 || l.P99 < l.P50 {
 			t.Errorf("%s: %+v", name, l)
 		}
@@ -32,9 +32,12 @@ func TestRoute(t *testing.T) {
 	if r.Remote.P50 <= r.Raw.P50 {
 		t.Errorf("remote p50 %v not above raw p50 %v", r.Remote.P50, r.Raw.P50)
 	}
-	// Likewise through the relay: one more process on the way.
+	// Likewise through the relays: one more process on the way.
 	if r.Relay.P50 <= r.Raw.P50 {
 		t.Errorf("relay p50 %v not above raw p50 %v", r.Relay.P50, r.Raw.P50)
+	}
+	if r.Framed.P50 <= r.Raw.P50 {
+		t.Errorf("framed relay p50 %v not above raw p50 %v", r.Framed.P50, r.Raw.P50)
 	}
 }
 
