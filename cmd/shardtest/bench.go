@@ -201,6 +201,10 @@ of each of:
           back (client → relay → echo → relay → client): the least any
           routing through a second process costs on this machine
 
+then, with --requests of raw, local and remote each back to back, what one
+request costs node A and node B in CPU time and context switches (read
+from /proc; Linux only).
+
 --repeat times (a new cluster each), and print the medians of the p50s, the
 last line being
   remote/raw: p50 1.45x (local/raw 1.10x, relay/raw 1.30x, framed/raw 1.20x)
@@ -209,6 +213,11 @@ Exit status: 0 measured; 3 the measurement could not be made.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if repeat < 1 {
 				return &exitError{exitCannotRun, fmt.Errorf("--repeat %d: want at least 1", repeat)}
+			}
+			if o.NodeBinary != "" {
+				if fi, err := os.Stat(o.NodeBinary); err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0 {
+					return &exitError{exitCannotRun, fmt.Errorf("--node-binary %s: not an executable file", o.NodeBinary)}
+				}
 			}
 			if err := local.CheckPorts(o.BasePort, 2); err != nil {
 				return &exitError{exitCannotRun, err}
@@ -230,6 +239,12 @@ Exit status: 0 measured; 3 the measurement could not be made.`,
 				fmt.Fprintf(out, "try %d: raw p50 %s p99 %s; local p50 %s p99 %s; remote p50 %s p99 %s; relay p50 %s p99 %s; framed p50 %s p99 %s (%d each)\n", i+1,
 					us(r.Raw.P50), us(r.Raw.P99), us(r.Local.P50), us(r.Local.P99), us(r.Remote.P50), us(r.Remote.P99), us(r.Relay.P50), us(r.Relay.P99), us(r.Framed.P50), us(r.Framed.P99), r.Raw.N)
 				raw, loc, rem, rel, frm = append(raw, r.Raw.P50), append(loc, r.Local.P50), append(rem, r.Remote.P50), append(rel, r.Relay.P50), append(frm, r.Framed.P50)
+				if r.CostErr != nil {
+					fmt.Fprintf(out, "  cost per request not measured: %v\n", r.CostErr)
+				} else {
+					fmt.Fprintf(out, "  cost per request (CPU, context switches): raw B %s %.1f; local A %s %.1f; remote A %s %.1f, B %s %.1f\n",
+						us(r.RawB.CPU), r.RawB.Switches, us(r.LocalA.CPU), r.LocalA.Switches, us(r.RemoteA.CPU), r.RemoteA.Switches, us(r.RemoteB.CPU), r.RemoteB.Switches)
+				}
 			}
 			mr, ml, mm, my, mf := medianDur(raw), medianDur(loc), medianDur(rem), medianDur(rel), medianDur(frm)
 			fmt.Fprintf(out, "median of %d: raw p50 %s, local p50 %s, remote p50 %s, relay p50 %s, framed p50 %s\n", repeat, us(mr), us(ml), us(mm), us(my), us(mf))
@@ -242,6 +257,7 @@ Exit status: 0 measured; 3 the measurement could not be made.`,
 	f.IntVar(&o.Warmup, "warmup", 500, "requests of each kind sent first, not measured")
 	f.IntVar(&o.BasePort, "base-port", 30700, "the cluster's ports, as --base-port of the local runtime")
 	f.IntVar(&repeat, "repeat", 3, "tries, each on a new cluster; the medians are reported")
+	f.StringVar(&o.NodeBinary, "node-binary", "", "run the nodes from this shardtest executable instead of this one (another build of the reference node, e.g. an earlier commit's, measured by this bench)")
 	return cmd
 }
 

@@ -19,8 +19,14 @@ import (
 
 // RouteOptions shape a routed-request measurement.
 type RouteOptions struct {
-	// Binary is the node executable (default: this executable).
+	// Binary is the shardtest executable that runs the relays and the
+	// echo process, and the nodes unless NodeBinary is set (default: this
+	// executable).
 	Binary string
+	// NodeBinary, if set, runs the nodes instead: another build of the
+	// reference node measured by this one's bench, e.g. an earlier
+	// commit's, for a before-and-after on the same machine.
+	NodeBinary string
 	// BasePort and Dir as local.Options's.
 	BasePort int
 	Dir      string
@@ -43,6 +49,13 @@ type RouteResult struct {
 	// any routing through a second process costs at the least on this
 	// machine.
 	Raw, Local, Remote, Relay, Framed Latency
+	// RawB, LocalA, RemoteA and RemoteB are what one request of each kind
+	// costs node A or B (the other node takes no part in raw and local),
+	// measured apart after the latencies: Requests of one kind back to back,
+	// the nodes' usage read from /proc before and after (CostErr says why
+	// not, where there is no /proc).
+	RawB, LocalA, RemoteA, RemoteB Cost
+	CostErr                        error
 }
 
 // Latency summarises one kind of request.
@@ -58,15 +71,16 @@ func summarise(d []time.Duration) Latency {
 }
 
 // Route starts a local cluster of two nodes, the two relays and the echo
-// process, and measures,
-// from one client with kept-alive connections, the four kinds of request
-// of RouteResult, interleaved (raw, local, remote, relay, framed, raw, ...) so that a slow moment of the
-// machine weighs on each alike. The cluster is stopped before it returns.
+// process, and measures from one client with kept-alive connections the
+// five kinds of request of RouteResult, interleaved (raw, local, remote,
+// relay, framed, raw, ...) so that a slow moment of the machine weighs on
+// each alike; then what raw, local and remote requests cost the nodes
+// (RouteResult.RawB ...). The cluster is stopped before it returns.
 func Route(ctx context.Context, o RouteOptions) (RouteResult, error) {
 	if o.Requests < 1 || o.Warmup < 0 {
 		return RouteResult{}, fmt.Errorf("route: --requests must be at least 1 and --warmup at least 0 (%d, %d)", o.Requests, o.Warmup)
 	}
-	c, err := local.Start(ctx, local.Options{Binary: o.Binary, Nodes: 2, BasePort: o.BasePort, Dir: o.Dir, NodeArgs: o.NodeArgs, Logger: o.Logger})
+	c, err := local.Start(ctx, local.Options{Binary: cmp.Or(o.NodeBinary, o.Binary), Nodes: 2, BasePort: o.BasePort, Dir: o.Dir, NodeArgs: o.NodeArgs, Logger: o.Logger})
 	if err != nil {
 		return RouteResult{}, fmt.Errorf("route: %w", err)
 	}
@@ -123,7 +137,37 @@ func Route(ctx context.Context, o RouteOptions) (RouteResult, error) {
 			}
 		}
 	}
-	return RouteResult{Raw: summarise(lat[0]), Local: summarise(lat[1]), Remote: summarise(lat[2]), Relay: summarise(lat[3]), Framed: summarise(lat[4])}, nil
+	res := RouteResult{Raw: summarise(lat[0]), Local: summarise(lat[1]), Remote: summarise(lat[2]), Relay: summarise(lat[3]), Framed: summarise(lat[4])}
+	pa, pb := c.Nodes[0].Pid(), c.Nodes[1].Pid()
+	for _, k := range []struct {
+		f    func() error
+		a, b *Cost
+	}{{raw, nil, &res.RawB}, {read(localID), &res.LocalA, nil}, {read(remoteID), &res.RemoteA, &res.RemoteB}} {
+		ua, erra := readUsage(pa)
+		ub, errb := readUsage(pb)
+		if err := errors.Join(erra, errb); err != nil {
+			res.CostErr = err
+			break
+		}
+		for i := range o.Requests {
+			if err := k.f(); err != nil {
+				return RouteResult{}, fmt.Errorf("route: request %d: %w", i, err)
+			}
+		}
+		va, erra := readUsage(pa)
+		vb, errb := readUsage(pb)
+		if err := errors.Join(erra, errb); err != nil {
+			res.CostErr = err
+			break
+		}
+		if k.a != nil {
+			*k.a = per(ua, va, o.Requests)
+		}
+		if k.b != nil {
+			*k.b = per(ub, vb, o.Requests)
+		}
+	}
+	return res, nil
 }
 
 // findEntities finds a register entity hosted by A's member and one hosted

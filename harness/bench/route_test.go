@@ -39,6 +39,20 @@ func TestRoute(t *testing.T) {
 	if r.Framed.P50 <= r.Raw.P50 {
 		t.Errorf("framed relay p50 %v not above raw p50 %v", r.Framed.P50, r.Raw.P50)
 	}
+	// Each node did work for the requests it took part in: CPU is counted
+	// in ticks of 10 ms, so 200 requests show at least some, and a
+	// request wakes a node at least once.
+	if r.CostErr != nil {
+		t.Fatalf("cost: %v", r.CostErr)
+	}
+	for name, c := range map[string]Cost{"raw B": r.RawB, "local A": r.LocalA, "remote A": r.RemoteA, "remote B": r.RemoteB} {
+		if c.Switches < 1 || c.CPU < 0 {
+			t.Errorf("%s: %+v", name, c)
+		}
+	}
+	if r.RemoteA.CPU+r.RemoteB.CPU == 0 {
+		t.Errorf("remote reads cost the nodes no CPU: %+v %+v", r.RemoteA, r.RemoteB)
+	}
 }
 
 func TestRouteRefusesBadOptions(t *testing.T) {
