@@ -107,3 +107,35 @@ func TestPickPortRanges(t *testing.T) {
 		}
 	}
 }
+
+// Two suites started at the same moment from the same --base-port get
+// ranges of their own: the first's reservations make the second pass
+// over its ranges, though every port of them is free to a check; once
+// the first releases them, they are free again.
+func TestSuitesStartedTogetherTakeOtherRanges(t *testing.T) {
+	base := 24400
+	first, release, err := reservePortRanges(base, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, release2, err := reservePortRanges(base, 2)
+	if err != nil {
+		release()
+		t.Fatal(err)
+	}
+	for _, b := range second {
+		if slices.Contains(first, b) {
+			t.Errorf("both suites took the range from %d: %v and %v", b, first, second)
+		}
+	}
+	release()
+	release2()
+	again, release3, err := reservePortRanges(base, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release3()
+	if !slices.Equal(again, first) {
+		t.Errorf("after release: %v, want the first suite's %v again", again, first)
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/shardtest/shardtest/checker"
+	"github.com/shardtest/shardtest/harness/local"
 	"github.com/shardtest/shardtest/harness/report"
 	"github.com/shardtest/shardtest/harness/run"
 	"github.com/shardtest/shardtest/harness/scenario"
@@ -140,6 +141,15 @@ before could not run before unknown.`,
 			rt, err := newRuntime(o, binary, basePort, logger)
 			if err != nil {
 				return &exitError{exitCannotRun, err}
+			}
+			if o.Runtime == "local" {
+				// The range is this command's until it ends, across its
+				// tests: another run or suite on it is refused at once.
+				release, err := local.ReservePorts(basePort)
+				if err != nil {
+					return &exitError{exitCannotRun, fmt.Errorf("--base-port %d: %w", basePort, err)}
+				}
+				defer release()
 			}
 			// Each test of --test-count gets the next seed, so the series
 			// is reproducible from the first.

@@ -8,9 +8,12 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/shardtest/shardtest/internal/testbin"
 )
 
 // Bad flags and a missing Docker engine end `shardtest run` with status 3
@@ -29,6 +32,8 @@ func TestRunRefusesBadInput(t *testing.T) {
 	family := sched("family.json", `{"format":"shardtest-schedule","steps":[{"at":"2s","fault":"kill"}]}`)
 	unknown := sched("unknown.json", `{"format":"shardtest-schedule","steps":[{"at":"2s","fault":"kill:everything"}]}`)
 	garbled := sched("garbled.json", `{"format":"shardtest-schedule","steps":[{"at":"2 s","fault":"kill:one"}]}`)
+	// Another run holds the reservation port (base+100) of this range.
+	reserved := strconv.Itoa(testbin.TakePort(t) - 100)
 	tests := []struct {
 		args []string
 		env  map[string]string
@@ -55,6 +60,7 @@ func TestRunRefusesBadInput(t *testing.T) {
 		{[]string{"--scenario", "coordinator-crash", "--workload", "idgen"}, nil, "--workload: scenario coordinator-crash sets it"},
 		{[]string{"--scenario", "coordinator-crash", "--nemesis", "kill"}, nil, "--nemesis: scenario coordinator-crash sets it"},
 		{[]string{"--scenario", "journal-cut", "--runtime", "local"}, nil, "needs --runtime docker"},
+		{[]string{"--runtime", "local", "--base-port", reserved}, nil, "held by another run"},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {

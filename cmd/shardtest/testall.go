@@ -108,12 +108,16 @@ whenever a run was invalid, else 3, else 2.`,
 			// Worker w owns its own range of local ports, free before any
 			// run: runs side by side never share one, and a range another
 			// program holds is passed over for the next.
+			// Each range is reserved for the whole suite, so another suite
+			// started at the same moment takes others.
 			bases := make([]int, parallel)
 			if cfg.runtime == "local" {
+				var release func()
 				var err error
-				if bases, err = pickPortRanges(cfg.basePort, parallel, func(base int) error { return local.CheckPorts(base, maxLocalNodes) }); err != nil {
+				if bases, release, err = reservePortRanges(cfg.basePort, parallel); err != nil {
 					return &exitError{exitCannotRun, fmt.Errorf("--parallel %d: %w", parallel, err)}
 				}
+				defer release()
 			}
 			if testCount < 1 {
 				return &exitError{exitCannotRun, fmt.Errorf("--test-count %d: want at least 1", testCount)}
@@ -380,6 +384,36 @@ func (c suiteConfig) runScenario(cmd *cobra.Command, s scenario.Scenario, sr *su
 		return jr, exitValid
 	}
 	return jr, exitInvalid
+}
+
+// reservePortRanges picks n ranges of local ports from base
+// (pickPortRanges) and reserves each (local.ReservePorts) until release:
+// a range is taken only if its reservation succeeds and a cluster of the
+// catalogue's largest size can start on it.
+func reservePortRanges(base, n int) (bases []int, release func(), err error) {
+	var releases []func()
+	release = func() {
+		for _, r := range releases {
+			r()
+		}
+	}
+	bases, err = pickPortRanges(base, n, func(b int) error {
+		r, err := local.ReservePorts(b)
+		if err != nil {
+			return err
+		}
+		if err := local.CheckPorts(b, maxLocalNodes); err != nil {
+			r()
+			return err
+		}
+		releases = append(releases, r)
+		return nil
+	})
+	if err != nil {
+		release()
+		return nil, nil, err
+	}
+	return bases, release, nil
 }
 
 // parallelPortStride separates the local port ranges of test-all's

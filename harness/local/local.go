@@ -104,14 +104,33 @@ func CheckPorts(base, nodes int) error {
 		}
 	}
 	for i := 0; i <= 100+nodes; i++ {
-		if i > nodes && i < 100 {
-			continue
+		if i > nodes && i < 100 || i == 100 {
+			continue // base+100 is the range's reservation port (ReservePorts)
 		}
 		if err := portFree(base + i); err != nil {
 			return fmt.Errorf("local: port %d is %w (choose another --base-port): %w", base+i, ErrPortTaken, err)
 		}
 	}
 	return nil
+}
+
+// ReservePorts claims the range of ports of a cluster on base for the
+// caller until release: it holds the range's reservation port, base+100
+// (no node uses it: node i gossips on base+100+i, i ≥ 1), open. A second
+// program reserving the same range — another suite started at the same
+// moment, whose CheckPorts also found the range free — is refused with
+// ErrPortTaken, however close together the two start: the kernel lets one
+// listener have the port. It claims nothing against a program that does
+// not reserve; CheckPorts still checks the range's real ports.
+func ReservePorts(base int) (release func(), err error) {
+	if base < 1024 || base+100 > 65535 {
+		return nil, fmt.Errorf("local: base port %d out of range", base)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(base+100))
+	if err != nil {
+		return nil, fmt.Errorf("local: the ports from %d are %w: their reservation port %d is held by another run: %w", base, ErrPortTaken, base+100, err)
+	}
+	return func() { l.Close() }, nil
 }
 
 // Start starts the journal and the nodes and waits until every node is

@@ -290,3 +290,39 @@ func TestCheckEphemeral(t *testing.T) {
 		}
 	}
 }
+
+// A range reserved by one program is refused to the next, whose own
+// check of the real ports would have found them free; CheckPorts leaves
+// the reservation port to its holder; the range is free again once
+// released.
+func TestReservePorts(t *testing.T) {
+	base := 23400
+	release, err := ReservePorts(base)
+	for ; err != nil && base < 27400; base += 200 { // a range another test holds
+		release, err = ReservePorts(base)
+	}
+	if err != nil {
+		t.Fatalf("no range to reserve from 23400 to 27400: %v", err)
+	}
+	if err := CheckPorts(base, 3); err != nil {
+		t.Errorf("the holder's own check of its reserved range: %v", err)
+	}
+	if _, err := ReservePorts(base); !errors.Is(err, ErrPortTaken) {
+		t.Errorf("a second reservation of a held range: %v, want ErrPortTaken", err)
+	}
+	other, err := ReservePorts(base + 200)
+	if err != nil {
+		t.Errorf("the next range: %v", err)
+	} else {
+		other()
+	}
+	release()
+	again, err := ReservePorts(base)
+	if err != nil {
+		t.Fatalf("the range once released: %v", err)
+	}
+	again()
+	if _, err := ReservePorts(65500); err == nil {
+		t.Error("a range past the last port was reserved")
+	}
+}
