@@ -188,10 +188,17 @@ type Manager struct {
 	holdVersion uint64
 	takenFrom   string // Oldest: the member this one took over from
 	handOverTo  string // whom to tell HandOverDone when the instance has stopped
-	lastOldest  string
-	numbered    int // instances created
-	stateTimer  *time.Timer
-	stopTimer   *time.Timer
+	// handedTo is the member this one last told it may start (HandOverDone,
+	// or "done" to its HandOverToMe) since it last ran an instance itself;
+	// handedToDown is when this member first saw it down (Elapsed, valid
+	// while handedToSeenDown).
+	handedTo         string
+	handedToDown     time.Duration
+	handedToSeenDown bool
+	lastOldest       string
+	numbered         int // instances created
+	stateTimer       *time.Timer
+	stopTimer        *time.Timer
 }
 
 type inMsg struct {
@@ -697,6 +704,7 @@ func (m *Manager) startOldest() {
 }
 
 func (m *Manager) startInstance() {
+	m.handTo("") // it is this member's own to run now
 	if m.run != nil {
 		// Never two instances here; the old one must stop first. Only
 		// reachable if it is still stopping: retry after it is done.
@@ -773,6 +781,7 @@ func (m *Manager) onRunnerDone() {
 	if to := m.handOverTo; to != "" {
 		m.handOverTo = ""
 		m.event(protocol.EventHandOverDone, to, "sent: instance stopped")
+		m.handTo(to)
 		m.send(opHandOverDone, to)
 	}
 	switch m.state {
@@ -912,7 +921,16 @@ func (m *Manager) onHandOverToMe(from string) string {
 		m.event(protocol.EventHandOverInProgress, from, "answered")
 		return answerInProgress
 	}
+	// done: no instance runs here. That lets from start, unless this
+	// member let another start and that one may still run it: then from
+	// must get it from there (that member hands it over once it sees from
+	// as the oldest), not here.
 	done := func() string {
+		if m.handedElsewhere(from) {
+			m.event(protocol.EventHandOverInProgress, from, "answered: handed over to "+m.handedTo+", which may still run it")
+			return answerInProgress
+		}
+		m.handTo(from)
 		m.event(protocol.EventHandOverDone, from, "answered: not running here")
 		return answerDone
 	}
@@ -942,6 +960,45 @@ func (m *Manager) onHandOverToMe(from string) string {
 		return done()
 	}
 	return done()
+}
+
+// handTo records that uid may start the singleton on this member's word
+// ("": none, this member runs it itself).
+func (m *Manager) handTo(uid string) {
+	m.handedTo, m.handedToSeenDown = uid, false
+}
+
+// handedElsewhere reports whether a member other than from, which this
+// member let start the singleton, may still run it: it is not final in
+// this member's view, or was downed less than DownRemovalMargin ago (a
+// downed member stops its instance within the margin). Views disagree
+// while members join: two members older than the oldest, joining at
+// once, each saw itself as the oldest and asked it to hand over; it
+// answered the first by handing over, and the second, once its instance
+// had stopped, with "not running here" — so both ran the singleton
+// (found by majorities-ring-idgen).
+func (m *Manager) handedElsewhere(from string) bool {
+	to := m.handedTo
+	if to == "" || to == from {
+		return false
+	}
+	ms, ok := m.snap.Find(to)
+	switch {
+	case !ok || ms.Status == cluster.StatusRemoved:
+		// Gone, or left (it stopped its instance before it left).
+		m.handTo("")
+		return false
+	case ms.Status == cluster.StatusDown:
+		now := m.d.Clock.Elapsed()
+		if !m.handedToSeenDown {
+			m.handedToSeenDown, m.handedToDown = true, now
+		}
+		if now-m.handedToDown >= m.cfg.DownRemovalMargin {
+			m.handTo("")
+			return false
+		}
+	}
+	return true
 }
 
 func (m *Manager) onTakeOverFromMe(from string) string {
