@@ -313,7 +313,8 @@ func TestStatusSamplesProveAQuietMembersDuplicate(t *testing.T) {
 // within ThawGrace of the thaw, counts as ended when the freeze began (it
 // could not act); one that lives on longer after the thaw does not.
 func TestExcuseFrozen(t *testing.T) {
-	frozen := map[string][][2]int64{"n1": {{10 * sec, 20 * sec}}}
+	// n1 frozen at 10 s; the heal began at 19.9 s and took effect at 20 s.
+	frozen := map[string][]freeze{"n1": {{from: 10 * sec, thawFrom: 19*sec + 9*sec/10, thawTo: 20 * sec}}}
 	mk := func(member string, start, to int64) life {
 		return life{member: member, start: &history.NodeEvent{Lo: start, Hi: start}, from: start, to: to}
 	}
@@ -352,7 +353,8 @@ func TestExcuseFrozen(t *testing.T) {
 		{"asked and answered within the grace", sampled("n1@a", 20*sec, 21*sec, 20*sec), false},
 		{"asked after the grace", sampled("n1@a", 23*sec, 24*sec, 23*sec), true},
 		{"sampled again after the grace", sampled("n1@a", 18*sec, 23*sec, 25*sec), true},
-		{"answered before the thaw", sampled("n1@a", 5*sec, 9*sec, 5*sec), true},
+		{"answered before the freeze", sampled("n1@a", 5*sec, 9*sec, 5*sec), true},
+		{"answered while the heal was under way", sampled("n1@a", 15*sec, 19*sec+95*sec/100, 15*sec), false},
 		{"another node", sampled("n2@b", 18*sec, 23*sec, 18*sec), true},
 	} {
 		lives := excuseFrozen([]life{tt.l}, frozen)
