@@ -455,17 +455,23 @@ func TestChecksRefuse(t *testing.T) {
 }
 
 // TestCheckStepsNeedsAgeForOldest: a step that puts the oldest on the cut
-// side is refused, before the test, by an implementation that does not tell
-// its members' age.
+// side, or cuts a node that is not the oldest from the journal, is refused,
+// before the test, by an implementation that does not tell its members'
+// age.
 func TestCheckStepsNeedsAgeForOldest(t *testing.T) {
-	steps := []Step{{Fault: "partition:asymmetric", Target: RoleOldest}, {At: 1, Fault: "partition:asymmetric", Heal: true}}
-	r := &Runner{Env: &Env{Cluster: newFake(5)}}
-	if err := r.CheckSteps(steps); !errors.Is(err, ErrUnsupported) {
-		t.Fatalf("without the age capability: %v, want ErrUnsupported", err)
-	}
-	r.Env.Capabilities = []string{"age"}
-	if err := r.CheckSteps(steps); err != nil {
-		t.Fatalf("with the age capability: %v", err)
+	for _, fault := range []struct{ name, target string }{
+		{"partition:asymmetric", RoleOldest},
+		{"partition:journal-cut", RoleYounger},
+	} {
+		steps := []Step{{Fault: fault.name, Target: fault.target}, {At: 1, Fault: fault.name, Heal: true}}
+		r := &Runner{Env: &Env{Cluster: newFake(5)}}
+		if err := r.CheckSteps(steps); !errors.Is(err, ErrUnsupported) {
+			t.Fatalf("%s (%s) without the age capability: %v, want ErrUnsupported", fault.name, fault.target, err)
+		}
+		r.Env.Capabilities = []string{"age"}
+		if err := r.CheckSteps(steps); err != nil {
+			t.Fatalf("%s (%s) with the age capability: %v", fault.name, fault.target, err)
+		}
 	}
 }
 
@@ -512,6 +518,8 @@ func TestValidateSchedule(t *testing.T) {
 		{"bad target", []Step{{Fault: "clock:bump", Target: "most"}}, false},
 		{"oldest on the cut side", []Step{{Fault: "partition:asymmetric", Target: "oldest"}}, true},
 		{"oldest where no side is cut", []Step{{Fault: "partition:majorities-ring", Target: "oldest"}}, false},
+		{"younger cut from the journal", []Step{{Fault: "partition:journal-cut", Target: "younger"}}, true},
+		{"younger of another fault", []Step{{Fault: "partition:isolate-one", Target: "younger"}}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -618,6 +626,25 @@ func TestJournalCutTarget(t *testing.T) {
 				t.Fatalf("target %s, seed %d: %d nodes cut from the journal, want %d", tc.target, seed, got, tc.want)
 			}
 		}
+	}
+	// younger: one node, never the oldest (target), and the seed picks
+	// which of the others.
+	cutNodes := map[string]bool{}
+	for seed := range uint64(30) {
+		cut, err := shapeCut(withTarget(context.Background(), RoleYounger), "journal-cut", names, "n3", rand.New(rand.NewPCG(seed, 1)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(cut.Components[0]) != 1 || cut.Components[0][0] == "n3" {
+			t.Fatalf("younger, seed %d: cut %v from the journal, want one node that is not n3 (the oldest)", seed, cut.Components[0])
+		}
+		cutNodes[cut.Components[0][0]] = true
+	}
+	if len(cutNodes) != 4 {
+		t.Fatalf("younger: the seeds cut only %v", cutNodes)
+	}
+	if _, err := shapeCut(withTarget(context.Background(), RoleYounger), "journal-cut", names, "n9", rand.New(rand.NewPCG(1, 1))); err == nil {
+		t.Fatal("younger with an oldest that is not a node: no error")
 	}
 	sizes := map[int]bool{}
 	for seed := range uint64(30) {

@@ -75,7 +75,8 @@ func partitionShapes() []shape {
 // shapes with a cut side (asymmetric: the side whose packets are lost;
 // bridge: a half, not the bridge) the oldest node when the step's Target is
 // "oldest", which puts it on that side; ctx may carry a step's Target, which
-// fixes journal-cut's choice of one node, a minority or all.
+// fixes journal-cut's choice of one node, a minority or all, or with
+// "younger" (target then the oldest) one node other than target.
 func shapeCut(ctx context.Context, shape string, names []string, target string, rng *rand.Rand) (Cut, error) {
 	n := len(names)
 	switch shape {
@@ -143,6 +144,15 @@ func shapeCut(ctx context.Context, shape string, names []string, target string, 
 			how = fixed // the step's Target
 		}
 		switch how {
+		case RoleYounger:
+			if !slices.Contains(names, target) {
+				return Cut{}, fmt.Errorf("oldest %q is not a node of the cluster", target)
+			}
+			if n < 2 {
+				return Cut{}, fmt.Errorf("journal-cut of a node that is not the oldest: the oldest is the only node")
+			}
+			rest := slices.DeleteFunc(append([]string(nil), names...), func(s string) bool { return s == target })
+			targets = shuffle(rng, rest)[:1]
 		case "one":
 			targets = shuffle(rng, names)[:1]
 		case "minority":
@@ -197,8 +207,9 @@ func partitionFaults() []Fault {
 			check: all(canPartition(s.name == "journal-cut"), atLeast(s.min), roleNeeds(s.role)),
 			inject: func(ctx context.Context, env *Env, rng *rand.Rand) (*Active, error) {
 				target, role := "", s.role
-				if how, _ := ctx.Value(targetKey{}).(string); how == RoleOldest && slices.Contains(oldestOnCutSide, s.name) {
-					role = RoleOldest
+				how, _ := ctx.Value(targetKey{}).(string)
+				if how == RoleOldest && slices.Contains(oldestOnCutSide, s.name) || how == RoleYounger && s.name == "journal-cut" {
+					role = RoleOldest // younger: every node but the oldest
 				}
 				if role != "" {
 					var err error

@@ -21,6 +21,10 @@ const (
 	// RoleOldestHalf: the ⌊n/2⌋ oldest nodes (3 of 6: the singletons' home
 	// and the two next in line).
 	RoleOldestHalf = "oldest-half"
+	// RoleYounger: one node, at random, that is not the oldest — a step's
+	// Target for journal-cut, so that the cut node is not the one whose
+	// coordinators must write to the journal to move shards away from it.
+	RoleYounger = "younger"
 )
 
 // roleNeeds is the check that the implementation reports the role how

@@ -25,7 +25,8 @@ type Step struct {
 	// Target fixes the choice of a fault that picks one node, a minority
 	// or every node at random (clock faults, journal-cut): "one",
 	// "minority" or "all"; or, for the partition shapes with a cut side
-	// (asymmetric, bridge), "oldest": the oldest node is on that side. ""
+	// (asymmetric, bridge), "oldest": the oldest node is on that side; or,
+	// for journal-cut, "younger": one node that is not the oldest. ""
 	// leaves it to the seed.
 	Target string `json:"target,omitempty"`
 	// Seed drives the fault's own random choices (targets, shapes).
@@ -80,8 +81,12 @@ func ValidateSchedule(steps []Step) error {
 			if !slices.Contains(oldestOnCutSide, strings.TrimPrefix(s.Fault, "partition:")) {
 				return fmt.Errorf("schedule step %d: target oldest applies to partition:%s only, not %s", i, strings.Join(oldestOnCutSide, " and partition:"), s.Fault)
 			}
+		case RoleYounger:
+			if s.Fault != "partition:journal-cut" {
+				return fmt.Errorf("schedule step %d: target younger applies to partition:journal-cut only, not %s", i, s.Fault)
+			}
 		default:
-			return fmt.Errorf("schedule step %d: target %q: want one, minority or all (or oldest, for partition:%s)", i, s.Target, strings.Join(oldestOnCutSide, " and partition:"))
+			return fmt.Errorf("schedule step %d: target %q: want one, minority or all (or oldest, for partition:%s; younger, for partition:journal-cut)", i, s.Target, strings.Join(oldestOnCutSide, " and partition:"))
 		}
 		if s.Heal {
 			if !active[s.key()] {
@@ -177,13 +182,22 @@ func (r *Runner) Check() (dropped []error, err error) {
 }
 
 // CheckSteps refuses steps whose own choices the cluster cannot take:
-// Target "oldest" needs the implementation to tell its members' age.
+// Targets "oldest" and "younger" need the implementation to tell its
+// members' age.
 func (r *Runner) CheckSteps(steps []Step) error {
 	var errs []error
 	for i, s := range steps {
-		if s.Target == RoleOldest && !s.Heal {
+		if s.Heal {
+			continue
+		}
+		switch s.Target {
+		case RoleOldest:
 			if err := roleNeeds(RoleOldest)(r.Env); err != nil {
 				errs = append(errs, fmt.Errorf("schedule step %d (%s with the oldest on the cut side): %w", i, s.Fault, err))
+			}
+		case RoleYounger:
+			if err := roleNeeds(RoleOldest)(r.Env); err != nil {
+				errs = append(errs, fmt.Errorf("schedule step %d (%s of a node that is not the oldest): %w", i, s.Fault, err))
 			}
 		}
 	}
