@@ -148,10 +148,10 @@ func shapeCut(ctx context.Context, shape string, names []string, target string, 
 			if !slices.Contains(names, target) {
 				return Cut{}, fmt.Errorf("oldest %q is not a node of the cluster", target)
 			}
-			if n < 2 {
+			rest := slices.DeleteFunc(append([]string(nil), names...), func(s string) bool { return s == target })
+			if len(rest) == 0 {
 				return Cut{}, fmt.Errorf("journal-cut of a node that is not the oldest: the oldest is the only node")
 			}
-			rest := slices.DeleteFunc(append([]string(nil), names...), func(s string) bool { return s == target })
 			targets = shuffle(rng, rest)[:1]
 		case "one":
 			targets = shuffle(rng, names)[:1]
@@ -179,6 +179,9 @@ func first(names []string, name string) []string {
 
 // oldestOnCutSide are the shapes a step's Target "oldest" applies to.
 var oldestOnCutSide = []string{"asymmetric", "bridge"}
+
+// youngerCut is the shape a step's Target "younger" applies to.
+const youngerCut = "journal-cut"
 
 // canPartition checks the runtime can cut packets between nodes (and,
 // for the journal, the journal).
@@ -208,7 +211,7 @@ func partitionFaults() []Fault {
 			inject: func(ctx context.Context, env *Env, rng *rand.Rand) (*Active, error) {
 				target, role := "", s.role
 				how, _ := ctx.Value(targetKey{}).(string)
-				if how == RoleOldest && slices.Contains(oldestOnCutSide, s.name) || how == RoleYounger && s.name == "journal-cut" {
+				if how == RoleOldest && slices.Contains(oldestOnCutSide, s.name) || how == RoleYounger && s.name == youngerCut {
 					role = RoleOldest // younger: every node but the oldest
 				}
 				if role != "" {

@@ -28,14 +28,14 @@ const (
 )
 
 // roleNeeds is the check that the implementation reports the role how
-// names (a plain choice such as "one" needs nothing): the oldest needs
-// members with an age, the coordinator the coordinator capability, the
+// names (a plain choice such as "one" needs nothing): the oldest (and
+// "not the oldest") needs members with an age, the coordinator the coordinator capability, the
 // singleton the singleton capability. A fault aimed at a role the
 // implementation does not have is left out up front, not drawn and
 // failed.
 func roleNeeds(how string) func(env *Env) error {
 	switch how {
-	case RoleOldest, RoleOldestHalf:
+	case RoleOldest, RoleOldestHalf, RoleYounger:
 		return needs(protocol.CapAge)
 	case RoleCoordinator:
 		return needs(protocol.CapCoordinator)

@@ -82,11 +82,11 @@ func ValidateSchedule(steps []Step) error {
 				return fmt.Errorf("schedule step %d: target oldest applies to partition:%s only, not %s", i, strings.Join(oldestOnCutSide, " and partition:"), s.Fault)
 			}
 		case RoleYounger:
-			if s.Fault != "partition:journal-cut" {
-				return fmt.Errorf("schedule step %d: target younger applies to partition:journal-cut only, not %s", i, s.Fault)
+			if s.Fault != "partition:"+youngerCut {
+				return fmt.Errorf("schedule step %d: target younger applies to partition:%s only, not %s", i, youngerCut, s.Fault)
 			}
 		default:
-			return fmt.Errorf("schedule step %d: target %q: want one, minority or all (or oldest, for partition:%s; younger, for partition:journal-cut)", i, s.Target, strings.Join(oldestOnCutSide, " and partition:"))
+			return fmt.Errorf("schedule step %d: target %q: want one, minority or all (or oldest, for partition:%s; younger, for partition:%s)", i, s.Target, strings.Join(oldestOnCutSide, " and partition:"), youngerCut)
 		}
 		if s.Heal {
 			if !active[s.key()] {
@@ -187,18 +187,11 @@ func (r *Runner) Check() (dropped []error, err error) {
 func (r *Runner) CheckSteps(steps []Step) error {
 	var errs []error
 	for i, s := range steps {
-		if s.Heal {
+		if s.Heal || s.Target != RoleOldest && s.Target != RoleYounger {
 			continue
 		}
-		switch s.Target {
-		case RoleOldest:
-			if err := roleNeeds(RoleOldest)(r.Env); err != nil {
-				errs = append(errs, fmt.Errorf("schedule step %d (%s with the oldest on the cut side): %w", i, s.Fault, err))
-			}
-		case RoleYounger:
-			if err := roleNeeds(RoleOldest)(r.Env); err != nil {
-				errs = append(errs, fmt.Errorf("schedule step %d (%s of a node that is not the oldest): %w", i, s.Fault, err))
-			}
+		if err := roleNeeds(s.Target)(r.Env); err != nil {
+			errs = append(errs, fmt.Errorf("schedule step %d (%s, target %s): %w", i, s.Fault, s.Target, err))
 		}
 	}
 	return errors.Join(errs...)
