@@ -38,12 +38,12 @@ type appended struct {
 }
 
 // Check implements Checker.
-func (c AppendLog) Check(ctx context.Context, h *history.File, outDir string) Result {
-	return checkInMemory(ctx, c, h, outDir)
+func (c AppendLog) Check(ctx context.Context, h *history.File, in Inputs) Result {
+	return checkInMemory(ctx, c, h, in)
 }
 
 // Stream implements Streamer: per log its appends and its last read.
-func (AppendLog) Stream(string) Stream {
+func (AppendLog) Stream(Inputs) Stream {
 	st := &logStream{writes: map[string][]appended{}, reads: lastReads{}, clients: map[string]string{}}
 	st.pairs = newPairStream(func(op *history.Op) bool { return strings.HasPrefix(op.Entity, "log/") }, st.pair)
 	return st

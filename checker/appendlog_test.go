@@ -79,7 +79,7 @@ func TestAppendLog(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := AppendLog{}.Check(context.Background(), tt.h().file(), "")
+			r := AppendLog{}.Check(context.Background(), tt.h().file(), Inputs{})
 			if r.Verdict != tt.want {
 				t.Fatalf("verdict %s, want %s: %s %v", r.Verdict, tt.want, r.Summary, r.Evidence)
 			}

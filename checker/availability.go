@@ -98,13 +98,21 @@ type FaultWindow struct {
 	// injected before the heal count as part of this one).
 	UnavailableFrom, UnavailableTo int64
 	// Recovery: from the heal to the start of the first bucket (one
-	// overlapping the heal counts) whose ok rate is back to half the
-	// baseline, looking until the next fault's inject, or the heal of
-	// another fault still in effect at this one's heal. Zero when
-	// Recovered is false, and NotRecovered says why.
-	Recovery     time.Duration
-	Recovered    bool
+	// overlapping the heal counts) whose ok rate is back to
+	// recoveredShare of the baseline, looking until the next fault's
+	// inject, or the heal of another fault still in effect at this one's
+	// heal (until then that one may be what keeps the service down), or
+	// the end of the main phase. Zero when Recovered is false.
+	Recovery  time.Duration
+	Recovered bool
+	// NotRecovered says, for people, why Recovered is false: the ok rate
+	// had not come back when the look ended (what ended it, how long
+	// after the heal); or, when Unmeasured, why there was nothing to
+	// look at: never healed, no baseline, or less than one bucket of
+	// traffic between the heal and the end of the look (the last fault,
+	// healed when the main phase ends, usually) — no finding then.
 	NotRecovered string
+	Unmeasured   bool
 }
 
 // Unavailable is the length of the fault's longest stretch with no ok
@@ -120,13 +128,13 @@ type PhaseMark struct {
 }
 
 // Check implements Checker.
-func (a Availability) Check(ctx context.Context, h *history.File, outDir string) Result {
-	return checkInMemory(ctx, a, h, outDir)
+func (a Availability) Check(ctx context.Context, h *history.File, in Inputs) Result {
+	return checkInMemory(ctx, a, h, in)
 }
 
 // Stream implements Streamer: per completion its time, latency and kind.
-func (a Availability) Stream(outDir string) Stream {
-	return &availResult{a: a, outDir: outDir, st: newAvailStream()}
+func (a Availability) Stream(in Inputs) Stream {
+	return &availResult{a: a, outDir: in.Out, st: newAvailStream()}
 }
 
 type availResult struct {
@@ -212,6 +220,8 @@ type availStream struct {
 	// comps are the completions, packed: time, latency and kind.
 	comps packed.Log
 	open  int
+	// openAt are the times of the invocations never completed.
+	openAt []int64
 }
 
 // Fields of a packed completion.
@@ -259,6 +269,7 @@ func (st *availStream) observe(op *history.Op) {
 func (st *availStream) pair(inv, comp *history.Op) {
 	if comp == nil {
 		st.open++
+		st.openAt = append(st.openAt, inv.Time)
 		return
 	}
 	kind := compInfo
@@ -299,13 +310,35 @@ func (st *availStream) report() Report {
 	}
 	bucketOf := func(t int64) int { return int(uint64(t-r.Start) / uint64(w)) }
 
+	// Traffic stops with the main phase: the recovery wait after it has no
+	// operations and is not unavailability.
+	mainEnd := r.End
+	for i, p := range r.Phases {
+		if p.Name == "main" && i+1 < len(r.Phases) {
+			mainEnd = r.Phases[i+1].Time
+		}
+	}
+	// The last invocations, in the main phase and at all: after them
+	// there is no traffic left to show a recovery.
+	lastInv, lastMainInv := int64(math.MinInt64), int64(math.MinInt64)
+	invoked := func(t int64) {
+		lastInv = max(lastInv, t)
+		if t < mainEnd {
+			lastMainInv = max(lastMainInv, t)
+		}
+	}
+	for _, t := range st.openAt {
+		invoked(t)
+	}
+
 	// Completions per bucket, and ok latencies grouped by bucket (a
 	// counting sort, so each bucket's percentiles sort only its own): one
 	// read of the packed completions to count, one to place.
 	offset := make([]int, n+1)
 	rd := st.comps.Reader()
 	for range st.comps.Len() {
-		at, _, kind := rd.Get(availAt), rd.Get(availTook), compKind(rd.Get(availKind))
+		at, took, kind := rd.Get(availAt), rd.Get(availTook), compKind(rd.Get(availKind))
+		invoked(at - took)
 		k := bucketOf(at)
 		b := &r.Buckets[k]
 		switch kind {
@@ -385,48 +418,50 @@ func (st *availStream) report() Report {
 
 	lat = nil
 	slices.Sort(okTimes)
-	// Traffic stops with the main phase: the recovery wait after it has no
-	// operations and is not unavailability.
-	mainEnd := r.End
-	for i, p := range r.Phases {
-		if p.Name == "main" && i+1 < len(r.Phases) {
-			mainEnd = r.Phases[i+1].Time
-		}
-	}
 	for i := range r.Faults {
-		until := r.End
+		look := recoveryLook{until: r.End, why: "the history ended", sent: lastInv}
 		if r.Faults[i].Inject < mainEnd {
-			until = max(mainEnd, r.Faults[i].Heal)
+			look = recoveryLook{until: max(mainEnd, r.Faults[i].Heal), why: "the main phase ended", sent: lastMainInv}
 		}
-		until, why := blameUntil(r.Faults, i, until)
-		r.fault(&r.Faults[i], okTimes, until, why)
+		r.fault(&r.Faults[i], okTimes, blameUntil(r.Faults, i, look))
 	}
 	return r
+}
+
+// recoveryLook is how far after a fault's heal its recovery is looked
+// for: until until, which why names (a clause: "the next fault began");
+// sent is the last invocation that could show it (after it, no traffic).
+type recoveryLook struct {
+	until int64
+	why   string
+	sent  int64
 }
 
 // blameUntil is how long after faults[i]'s heal what happens can still be
 // blamed on it: until the next fault is injected, or until a fault that was
 // still in effect at the heal is healed too (up to then that one may be
-// what keeps the service down), but never beyond limit. Faults injected
-// before the heal overlap it and count as part of it. why says, for a
-// fault not recovered by then, what stopped the look.
-func blameUntil(faults []FaultWindow, i int, limit int64) (int64, string) {
-	f, until, why := faults[i], limit, "not before the traffic stopped"
+// what keeps the service down), but never beyond limit.until. Faults
+// injected before the heal overlap it and count as part of it. The look's
+// why says what stopped it.
+func blameUntil(faults []FaultWindow, i int, limit recoveryLook) recoveryLook {
+	f, look := faults[i], limit
 	for j, g := range faults {
 		switch {
 		case j == i:
-		case g.Inject >= f.Heal && g.Inject < until:
-			until, why = g.Inject, "not before the next fault"
-		case g.Inject < f.Heal && g.Heal > f.Heal && g.Heal < until:
-			until, why = g.Heal, "not while "+g.Fault+" was in effect"
+		case g.Inject >= f.Heal && g.Inject < look.until:
+			look.until, look.why = g.Inject, "the next fault began"
+		case g.Inject < f.Heal && g.Heal > f.Heal && g.Heal < look.until:
+			look.until, look.why = g.Heal, g.Fault+" (in effect at this heal) was healed"
 		}
 	}
-	return max(until, f.Heal), why
+	look.until = max(look.until, f.Heal)
+	return look
 }
 
 // fault fills in a fault's unavailability and recovery, looking no further
-// than until (see blameUntil; why says what is there).
-func (r *Report) fault(f *FaultWindow, okTimes []int64, until int64, why string) {
+// than look.until (see blameUntil).
+func (r *Report) fault(f *FaultWindow, okTimes []int64, look recoveryLook) {
+	until := look.until
 	// Longest stretch without an ok completion in [Inject, to].
 	to := max(min(satAdd(f.Heal, int64(afterHeal)), until), f.Inject)
 	prev := f.Inject
@@ -444,10 +479,10 @@ func (r *Report) fault(f *FaultWindow, okTimes []int64, until int64, why string)
 
 	switch {
 	case !f.Healed:
-		f.NotRecovered = "never healed"
+		f.NotRecovered, f.Unmeasured = "never healed", true
 		return
 	case r.BaselineOKRate == 0:
-		f.NotRecovered = "no baseline"
+		f.NotRecovered, f.Unmeasured = "no ok rate before the first fault to compare with", true
 		return
 	}
 	for _, b := range r.Buckets {
@@ -455,15 +490,32 @@ func (r *Report) fault(f *FaultWindow, okTimes []int64, until int64, why string)
 			continue
 		}
 		if b.Start >= until && until < r.End {
-			f.NotRecovered = why
-			return
+			break
 		}
 		if b.Rate(r.BucketWidth) >= recoveredShare*r.BaselineOKRate {
 			f.Recovery, f.Recovered = time.Duration(max(b.Start-f.Heal, 0)), true
 			return
 		}
 	}
-	f.NotRecovered = "not by the end"
+	// Not back when the look ended: what ended it, and how long after
+	// the heal. Less than a bucket of it shows nothing.
+	end, why := until, look.why
+	if look.sent < end {
+		end, why = look.sent, "the traffic stopped"
+	}
+	var after int64 // compared first: end may be math.MinInt64 (no traffic at all)
+	if end > f.Heal {
+		after = end - f.Heal
+	}
+	switch {
+	case after == 0:
+		f.NotRecovered, f.Unmeasured = why+" no later than the heal: nothing to measure", true
+	case after < int64(r.BucketWidth):
+		f.NotRecovered = fmt.Sprintf("%s %s after the heal, less than one %s bucket to measure", why, secs(after), secs(int64(r.BucketWidth)))
+		f.Unmeasured = true
+	default:
+		f.NotRecovered = fmt.Sprintf("ok rate still under %s when %s, %s after the heal", r.recoveryBar(), why, secs(after))
+	}
 }
 
 // faultWindows are the faults that happened (history.Faults: each inject
@@ -554,14 +606,50 @@ func (r Report) Summary() string {
 			rec = append(rec, f.Recovery.Seconds())
 		}
 	}
-	s += fmt.Sprintf("; %d faults: worst unavailability %s (%s)", len(r.Faults), secs(int64(worst.Unavailable())), worst.Fault)
+	faults := fmt.Sprintf("%d faults", len(r.Faults))
+	if len(r.Faults) == 1 {
+		faults = "1 fault"
+	}
+	s += fmt.Sprintf("; %s: worst unavailability %s (%s)", faults, secs(int64(worst.Unavailable())), worst.Fault)
 	if len(rec) > 0 {
 		s += fmt.Sprintf(", recovery median %.1f s", median(rec))
 	}
-	if n := len(r.Faults) - len(rec); n > 0 {
-		s += fmt.Sprintf(", %d not recovered", n)
+	// Of the faults not recovered, only those with something to measure
+	// are a finding; a fault healed as the traffic stopped is not.
+	var notBack []FaultWindow
+	neverHealed := 0
+	for _, f := range r.Faults {
+		switch {
+		case f.Recovered:
+		case !f.Unmeasured:
+			notBack = append(notBack, f)
+		case !f.Healed:
+			neverHealed++
+		}
+	}
+	switch {
+	case len(notBack) == 1:
+		s += fmt.Sprintf(", 1 not recovered (%s: %s)", notBack[0].Fault, notBack[0].NotRecovered)
+	case len(notBack) > 1:
+		s += fmt.Sprintf(", %d not recovered (ok rate still under %s when the look after their heal ended; per fault below)",
+			len(notBack), r.recoveryBar())
+	}
+	if neverHealed > 0 {
+		s += fmt.Sprintf(", %d never healed", neverHealed)
+	}
+	if r.BaselineOKRate == 0 {
+		s += ", recovery not measured (no ok rate before the first fault to compare with)"
 	}
 	return s
+}
+
+// recoveryBar is the ok rate a fault's recovery waits for, for people.
+func (r Report) recoveryBar() string {
+	rate := fmt.Sprintf("%.1f", r.BaselineOKRate)
+	if r.BaselineOKRate == math.Trunc(r.BaselineOKRate) {
+		rate = fmt.Sprintf("%.0f", r.BaselineOKRate)
+	}
+	return fmt.Sprintf("%.0f %% of the %s ok/s before the first fault", recoveredShare*100, rate)
 }
 
 // Describe is the fault in one line.
@@ -574,9 +662,12 @@ func (f FaultWindow) Describe() string {
 		b.WriteString("never healed")
 	}
 	fmt.Fprintf(&b, "; longest without an ok op %s (t=%s..%s)", secs(int64(f.Unavailable())), secs(f.UnavailableFrom), secs(f.UnavailableTo))
-	if f.Recovered {
+	switch {
+	case f.Recovered:
 		fmt.Fprintf(&b, "; recovered %s after the heal", secs(int64(f.Recovery)))
-	} else {
+	case f.Unmeasured:
+		b.WriteString("; recovery not measured: " + f.NotRecovered)
+	default:
 		b.WriteString("; not recovered: " + f.NotRecovered)
 	}
 	if f.Error != "" {

@@ -54,7 +54,7 @@ func TestAvailabilityVerdict(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			dir := t.TempDir()
-			r := Availability{}.Check(context.Background(), c.h.file(), dir)
+			r := Availability{}.Check(context.Background(), c.h.file(), ReadInputs(dir))
 			if r.Verdict != c.want || r.Checker != "availability" || (c.ev != "" && !strings.Contains(r.Summary, c.ev) && !contains(r.Evidence, c.ev)) {
 				t.Fatalf("got %s: %s\n%s\nwant %s with %q", r.Verdict, r.Summary, strings.Join(r.Evidence, "\n"), c.want, c.ev)
 			}
@@ -134,14 +134,14 @@ func TestAnalyzeFaults(t *testing.T) {
 		}, []FaultWindow{{Fault: "clock:bump", Inject: 10 * sec, Heal: 20 * sec, Healed: true, UnavailableFrom: 9.901e9 + 100*ms, UnavailableTo: 10.101e9, Recovered: true}}},
 		{"never healed", func() *hb {
 			return (&hb{}).steady(0, 10*sec, 100*ms, ms, 0).nem(10*sec, "pause:random", "inject", 10*sec).steady(10*sec, 15*sec, 5*sec, 2*sec, 1)
-		}, []FaultWindow{{Fault: "pause:random", Inject: 10 * sec, Heal: 12 * sec, UnavailableFrom: 10 * sec, UnavailableTo: 12 * sec, NotRecovered: "never healed"}}},
+		}, []FaultWindow{{Fault: "pause:random", Inject: 10 * sec, Heal: 12 * sec, UnavailableFrom: 10 * sec, UnavailableTo: 12 * sec, NotRecovered: "never healed", Unmeasured: true}}},
 		{"not recovered before the next fault", func() *hb {
 			return (&hb{}).steady(0, 10*sec, 100*ms, ms, 0).
 				nem(10*sec, "partition:halves", "inject", 10*sec).nem(12*sec, "partition:halves", "heal", 12*sec).
 				nem(15*sec, "kill:oldest", "inject", 15*sec).nem(17*sec, "kill:oldest", "heal", 17*sec).
 				steady(30*sec, 31*sec, 100*ms, 0, 0)
 		}, []FaultWindow{
-			{Fault: "partition:halves", Inject: 10 * sec, Heal: 12 * sec, Healed: true, UnavailableFrom: 10 * sec, UnavailableTo: 15 * sec, NotRecovered: "not before the next fault"},
+			{Fault: "partition:halves", Inject: 10 * sec, Heal: 12 * sec, Healed: true, UnavailableFrom: 10 * sec, UnavailableTo: 15 * sec, NotRecovered: "ok rate still under 50 % of the 10 ok/s before the first fault when the next fault began, 3.00 s after the heal"},
 			{Fault: "kill:oldest", Inject: 15 * sec, Heal: 17 * sec, Healed: true, UnavailableFrom: 15 * sec, UnavailableTo: 30 * sec, Recovery: 13 * time.Second, Recovered: true},
 		}},
 		{"another fault still in effect at the heal", func() *hb {
@@ -150,12 +150,12 @@ func TestAnalyzeFaults(t *testing.T) {
 				nem(12*sec, "partition:halves", "heal", 12*sec).nem(30*sec, "kill:oldest", "heal", 30*sec).
 				steady(32*sec, 40*sec, 100*ms, 0, 0)
 		}, []FaultWindow{
-			{Fault: "partition:halves", Inject: 10 * sec, Heal: 12 * sec, Healed: true, UnavailableFrom: 10 * sec, UnavailableTo: 30 * sec, NotRecovered: "not while kill:oldest was in effect"},
+			{Fault: "partition:halves", Inject: 10 * sec, Heal: 12 * sec, Healed: true, UnavailableFrom: 10 * sec, UnavailableTo: 30 * sec, NotRecovered: "ok rate still under 50 % of the 10 ok/s before the first fault when kill:oldest (in effect at this heal) was healed, 18.00 s after the heal"},
 			{Fault: "kill:oldest", Inject: 11 * sec, Heal: 30 * sec, Healed: true, UnavailableFrom: 11 * sec, UnavailableTo: 32 * sec, Recovery: 2 * time.Second, Recovered: true},
 		}},
 		{"no baseline", func() *hb {
 			return (&hb{}).nem(sec/2, "kill:oldest", "inject", sec/2).steady(sec, 5*sec, 100*ms, ms, 0).nem(2*sec, "kill:oldest", "heal", 2*sec)
-		}, []FaultWindow{{Fault: "kill:oldest", Inject: sec / 2, Heal: 2 * sec, Healed: true, UnavailableFrom: sec / 2, UnavailableTo: 1.001e9, NotRecovered: "no baseline"}}},
+		}, []FaultWindow{{Fault: "kill:oldest", Inject: sec / 2, Heal: 2 * sec, Healed: true, UnavailableFrom: sec / 2, UnavailableTo: 1.001e9, NotRecovered: "no ok rate before the first fault to compare with", Unmeasured: true}}},
 		{"overlapping joins: each heal closes its own node's", func() *hb {
 			on := func(b *hb, t int64, action, node string) *hb {
 				v, _ := json.Marshal(map[string]any{"action": action, "began": t, "targets": map[string]any{"targets": []string{node}, "how": "new"}})
@@ -198,11 +198,69 @@ func TestAvailabilitySummary(t *testing.T) {
 	h := (&hb{}).steady(0, 10.5e9, 100*ms, ms, 0).nem(10*sec, "kill:oldest", "inject", 9.9e9).
 		nem(20*sec, "kill:oldest", "heal", 19.5e9).steady(23*sec-ms, 40*sec, 100*ms, ms, 0).
 		nem(30*sec, "clock:bump", "inject", 30*sec).nem(35*sec, "clock:bump", "heal", 35*sec).file()
-	r := Availability{}.Check(context.Background(), h, "")
+	r := Availability{}.Check(context.Background(), h, Inputs{})
 	want := "throughput 10 ok/s median (276 ok, 0 failed, 0 unknown, 0 never completed); 2 faults: worst unavailability 12.60 s (kill:oldest), recovery median 1.5 s"
 	if r.Verdict != Valid || r.Summary != want || len(r.Files) != 0 || len(r.Evidence) != 2 ||
 		r.Evidence[0] != "kill:oldest: injected t=9.90 s, healed t=20.00 s; longest without an ok op 12.60 s (t=10.40 s..23.00 s); recovered 3.00 s after the heal" {
 		t.Fatalf("%s\n%s", r.Summary, strings.Join(r.Evidence, "\n"))
+	}
+}
+
+// refused adds refused reads on process p, one invoked every `every` ns
+// in [from, to), each failing after a millisecond.
+func (b *hb) refused(from, to, every int64, p int) *hb {
+	for t := from; t < to; t += every {
+		b.inv(t, p, "read", ra, "").fail(t+int64(time.Millisecond), p)
+	}
+	return b
+}
+
+// Whether a fault recovered is said only where there was traffic to see
+// it: a fault healed as the traffic stopped (the last one, healed when the
+// main phase ends) is no finding, in its line or in the summary; one
+// after whose heal the ok rate stayed low says what it was measured
+// against and for how long.
+func TestAvailabilityRecoveryLook(t *testing.T) {
+	const ms = int64(time.Millisecond)
+	// A run's shape: 10 ok/s for 20 s, then a kill; refusals until the
+	// main phase's traffic stops at 30 s; the recovery phase at 31 s and a
+	// final read at 32 s.
+	run := func(heal int64) *history.File {
+		b := (&hb{}).add(history.Op{Time: 0, Kind: history.Phase, Process: -1, F: "main"}).
+			steady(0, 20*sec, 100*ms, ms, 0).nem(20*sec, "kill:oldest", "inject", 20*sec).refused(20*sec, 30*sec, 100*ms, 1).
+			nem(heal, "kill:oldest", "heal", heal-10*ms)
+		b.add(history.Op{Time: 31 * sec, Kind: history.Phase, Process: -1, F: "recovery"})
+		return b.steady(32*sec, 32*sec+ms, sec, ms, 2).file()
+	}
+	cases := []struct {
+		name       string
+		heal       int64
+		line       string // the fault's evidence line ends so
+		unmeasured bool
+		summary    string // the summary ends so
+	}{
+		{"healed as the traffic stopped", 30*sec + 500*ms,
+			"; recovery not measured: the traffic stopped no later than the heal: nothing to measure", true,
+			"; 1 fault: worst unavailability 11.00 s (kill:oldest)"},
+		{"healed 0.3 s before the traffic stopped", 29*sec + 600*ms,
+			"; recovery not measured: the traffic stopped 0.30 s after the heal, less than one 1.00 s bucket to measure", true,
+			"; 1 fault: worst unavailability 11.00 s (kill:oldest)"},
+		{"healed 5 s before the traffic stopped, still down", 25 * sec,
+			"; not recovered: ok rate still under 50 % of the 10 ok/s before the first fault when the traffic stopped, 4.90 s after the heal", false,
+			"; 1 fault: worst unavailability 11.00 s (kill:oldest), 1 not recovered (kill:oldest: ok rate still under 50 % of the 10 ok/s before the first fault when the traffic stopped, 4.90 s after the heal)"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			h := run(c.heal)
+			f := Analyze(h).Faults
+			r := Availability{}.Check(context.Background(), h, Inputs{})
+			if len(f) != 1 || f[0].Recovered || f[0].Unmeasured != c.unmeasured || !strings.HasSuffix(f[0].Describe(), c.line) {
+				t.Errorf("faults %+v\n%s\nwant it to end %q", f, f[0].Describe(), c.line)
+			}
+			if !strings.HasSuffix(r.Summary, c.summary) || !contains(r.Evidence, c.line) {
+				t.Errorf("summary %q, want it to end %q\n%s", r.Summary, c.summary, strings.Join(r.Evidence, "\n"))
+			}
+		})
 	}
 }
 
@@ -214,7 +272,7 @@ func TestAvailabilityTruncated(t *testing.T) {
 	if err != nil || !h.Truncated {
 		t.Fatal(err, h)
 	}
-	r := Availability{}.Check(context.Background(), h, "")
+	r := Availability{}.Check(context.Background(), h, Inputs{})
 	if r.Verdict != Valid || !contains(r.Evidence, "cut off") || !strings.Contains(r.Summary, "1 never completed") {
 		t.Fatalf("%+v", r)
 	}
@@ -248,7 +306,7 @@ func TestAvailabilitySVG(t *testing.T) {
 		b.nem(i*5*sec+sec, name, "inject", i*5*sec+sec).nem(i*5*sec+2*sec, name, "heal", i*5*sec+2*sec)
 	}
 	dir := t.TempDir()
-	r := Availability{}.Check(context.Background(), b.file(), dir)
+	r := Availability{}.Check(context.Background(), b.file(), ReadInputs(dir))
 	if r.Verdict != Valid || len(r.Files) != 1 || r.Files[0] != AvailabilityFile {
 		t.Fatalf("%+v", r)
 	}
@@ -317,9 +375,22 @@ func TestOddHistories(t *testing.T) {
 		}
 		_ = RenderSVG(r, "t")
 		for _, c := range []Checker{SingleInstance{}, Availability{}} {
-			if res := c.Check(context.Background(), h, t.TempDir()); res.Verdict == "" || res.Summary == "" {
+			if res := c.Check(context.Background(), h, Inputs{Out: t.TempDir()}); res.Verdict == "" || res.Summary == "" {
 				t.Fatalf("seed %d: %s: %+v", seed, c.Name(), res)
 			}
 		}
+	}
+}
+
+// A fault in a history with no client operation at all: its recovery is
+// not measured, and no finding.
+func TestAvailabilityFaultWithoutTraffic(t *testing.T) {
+	h := (&hb{}).nem(10*sec, "kill:oldest", "inject", 10*sec).nem(20*sec, "kill:oldest", "heal", 20*sec).file()
+	f := Analyze(h).Faults
+	if len(f) != 1 || f[0].Recovered || !f[0].Unmeasured {
+		t.Fatalf("%+v", f)
+	}
+	if s := Analyze(h).Summary(); strings.Contains(s, "not recovered") {
+		t.Errorf("summary %q", s)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/shardtest/shardtest/history"
+	"github.com/shardtest/shardtest/protocol"
 )
 
 // decodeTime is how long history.Read takes on data (the best of two).
@@ -37,7 +38,7 @@ func benchCheck(b *testing.B, c Checker, h *history.File) {
 	b.ResetTimer()
 	var r Result
 	for range b.N {
-		r = c.Check(context.Background(), h, "")
+		r = c.Check(context.Background(), h, Inputs{})
 	}
 	b.StopTimer()
 	if r.Verdict != Valid {
@@ -130,13 +131,17 @@ func BenchmarkAppendLog(b *testing.B) {
 func BenchmarkNodeEvents(b *testing.B) {
 	var evs []history.NodeEvent
 	t := int64(0)
+	// As the nodes log them, each with its node's clock.
+	logged := time.Date(2026, 11, 29, 18, 0, 0, 0, time.UTC)
 	for round := 0; len(evs) < 1_000_000; round++ {
 		for s := range 1000 {
 			node := fmt.Sprintf("n%d", (round+s)%3+1)
 			t += 1000
-			evs = append(evs, history.NodeEvent{Node: node, Incarnation: node, Seq: uint64(len(evs) + 1), Type: "shard-started", EntityType: "register", Shard: fmt.Sprint(s), Lo: t, Hi: t + 10})
+			evs = append(evs, history.NodeEvent{Node: node, Lo: t, Hi: t + 10, Event: protocol.Event{Incarnation: node, Seq: uint64(len(evs) + 1), Time: logged.Add(time.Duration(t)),
+				Type: "shard-started", EntityType: "register", Shard: fmt.Sprint(s)}})
 			t += 1000
-			evs = append(evs, history.NodeEvent{Node: node, Incarnation: node, Seq: uint64(len(evs) + 1), Type: "shard-stopped", EntityType: "register", Shard: fmt.Sprint(s), Lo: t, Hi: t + 10})
+			evs = append(evs, history.NodeEvent{Node: node, Lo: t, Hi: t + 10, Event: protocol.Event{Incarnation: node, Seq: uint64(len(evs) + 1), Time: logged.Add(time.Duration(t)),
+				Type: "shard-stopped", EntityType: "register", Shard: fmt.Sprint(s)}})
 		}
 	}
 	dir := b.TempDir()
@@ -160,7 +165,7 @@ func BenchmarkNodeEvents(b *testing.B) {
 		b.Run(c.Name(), func(b *testing.B) {
 			var r Result
 			for range b.N {
-				r = c.Check(context.Background(), nil, dir)
+				r = c.Check(context.Background(), nil, ReadInputs(dir))
 			}
 			if r.Verdict == Invalid {
 				b.Fatalf("%s: %s", r.Verdict, r.Summary)
@@ -222,7 +227,7 @@ func BenchmarkTooConcurrent(b *testing.B) {
 	b.ReportAllocs()
 	var r Result
 	for b.Loop() {
-		r = Linearizable{}.Check(context.Background(), f, "")
+		r = Linearizable{}.Check(context.Background(), f, Inputs{})
 	}
 	if r.Verdict != Unknown || !strings.Contains(r.Summary, "1 too concurrent") {
 		b.Fatalf("%s: %s", r.Verdict, r.Summary)

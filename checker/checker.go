@@ -122,11 +122,12 @@ func Detect(results []Result, h *history.File) {
 	}
 }
 
-// Checker checks one property of a history. Check writes any files under
-// outDir (nothing if it is empty) and never panics on odd histories.
+// Checker checks one property of a history and what was recorded with
+// it (Inputs). Check writes any files under in.Out (nothing if it is
+// empty) and never panics on odd histories.
 type Checker interface {
 	Name() string
-	Check(ctx context.Context, h *history.File, outDir string) Result
+	Check(ctx context.Context, h *history.File, in Inputs) Result
 }
 
 // Combine is the verdict of several checkers: invalid if any is invalid,
@@ -146,36 +147,6 @@ func Combine(results []Result) Verdict {
 		}
 	}
 	return v
-}
-
-// Applicable is a checker that judges only implementations with some
-// capabilities: Applies reports whether it has something to judge in an
-// implementation that declares caps (nil: not known, as in a run of an
-// older harness: it applies).
-type Applicable interface {
-	Applies(caps []string) bool
-}
-
-// Applies reports whether c judges an implementation that declares caps.
-func Applies(c Checker, caps []string) bool {
-	a, ok := c.(Applicable)
-	return !ok || caps == nil || a.Applies(caps)
-}
-
-// ForWorkload returns the checkers for a workload's histories (nil when it
-// has none yet).
-func ForWorkload(name string) []Checker {
-	switch name {
-	case "register":
-		return []Checker{Linearizable{}, SingleInstance{}, HandOff{}, SingletonEvents{}, Liveness{}, Availability{}}
-	case "idgen":
-		return []Checker{UniqueIDs{}, SingleInstance{}, SingletonEvents{}, Liveness{}, Availability{}}
-	case "append":
-		return []Checker{AppendLog{}, SenderOrder{}, SingleInstance{}, HandOff{}, SingletonEvents{}, Liveness{}, Availability{}}
-	case "deliver":
-		return []Checker{Delivery{}, SingleInstance{}, HandOff{}, SingletonEvents{}, Liveness{}, Availability{}}
-	}
-	return nil
 }
 
 // maxEvidence bounds the evidence lines of one kind a checker lists.

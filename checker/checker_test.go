@@ -39,7 +39,6 @@ func TestForWorkload(t *testing.T) {
 		{"idgen", []string{"unique-ids", "single-instance", "singleton-events", "liveness", "availability"}},
 		{"append", []string{"append-log", "sender-order", "single-instance", "hand-off", "singleton-events", "liveness", "availability"}},
 		{"deliver", []string{"delivery", "single-instance", "hand-off", "singleton-events", "liveness", "availability"}},
-		{"bank", nil},
 	} {
 		var got []string
 		for _, ch := range ForWorkload(c.workload) {
@@ -56,20 +55,21 @@ func TestForWorkload(t *testing.T) {
 // of an older harness), every checker applies.
 func TestApplies(t *testing.T) {
 	tests := []struct {
-		c    Checker
+		c    string
 		caps []string
 		want bool
 	}{
-		{SingletonEvents{}, []string{"membership", "sharding", "events"}, false},
-		{SingletonEvents{}, []string{"membership", "sharding", "coordinator"}, true},
-		{SingletonEvents{}, []string{"membership", "singleton"}, true},
-		{SingletonEvents{}, nil, true},
-		{HandOff{}, []string{"membership", "sharding"}, true},
-		{Linearizable{}, []string{}, true},
+		{"singleton-events", []string{"membership", "sharding", "events"}, false},
+		{"singleton-events", []string{"membership", "sharding", "coordinator"}, true},
+		{"singleton-events", []string{"membership", "singleton"}, true},
+		{"singleton-events", nil, true},
+		{"hand-off", []string{"membership", "sharding"}, true},
+		{"linearizable", []string{}, true},
 	}
 	for _, tt := range tests {
-		if got := Applies(tt.c, tt.caps); got != tt.want {
-			t.Errorf("%s with %v: applies %v, want %v", tt.c.Name(), tt.caps, got, tt.want)
+		e, _ := Lookup(tt.c)
+		if got := e.Applies(tt.caps); got != tt.want {
+			t.Errorf("%s with %v: applies %v, want %v", tt.c, tt.caps, got, tt.want)
 		}
 	}
 }

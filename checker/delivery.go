@@ -36,14 +36,14 @@ type msgKey struct {
 }
 
 // Check implements Checker.
-func (d Delivery) Check(ctx context.Context, h *history.File, outDir string) Result {
-	return checkInMemory(ctx, d, h, outDir)
+func (d Delivery) Check(ctx context.Context, h *history.File, in Inputs) Result {
+	return checkInMemory(ctx, d, h, in)
 }
 
 // Stream implements Streamer: it keeps the sends, flushes and reads of the
 // deliver workload (and nothing else of the history) and judges them in
 // invocation order, since a sender's flushes settle it in that order.
-func (Delivery) Stream(string) Stream {
+func (Delivery) Stream(Inputs) Stream {
 	st := &deliveryStream{}
 	st.pairs = newPairStream(func(op *history.Op) bool {
 		return strings.HasPrefix(op.Entity, "sender/") || strings.HasPrefix(op.Entity, "log/d")

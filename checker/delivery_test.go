@@ -63,7 +63,7 @@ func TestDelivery(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := Delivery{}.Check(context.Background(), tt.h().file(), "")
+			r := Delivery{}.Check(context.Background(), tt.h().file(), Inputs{})
 			if r.Verdict != tt.want {
 				t.Fatalf("verdict %s, want %s: %s %v", r.Verdict, tt.want, r.Summary, r.Evidence)
 			}

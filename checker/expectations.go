@@ -9,9 +9,7 @@ package checker
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -105,21 +103,21 @@ type ShardsMoved struct {
 func (ShardsMoved) Name() string { return "shards-moved" }
 
 // Check implements Checker.
-func (c ShardsMoved) Check(ctx context.Context, h *history.File, dir string) Result {
-	return c.judge(ctx, h.Ops, historyEnd(h.Ops), dir)
+func (c ShardsMoved) Check(ctx context.Context, h *history.File, in Inputs) Result {
+	return c.judge(ctx, h.Ops, historyEnd(h.Ops), in)
 }
 
 // Stream implements Streamer: of the history it needs only the joins (and
 // its end); the rest is in the node events.
-func (c ShardsMoved) Stream(dir string) Stream {
+func (c ShardsMoved) Stream(in Inputs) Stream {
 	s := &outlineStream{}
-	s.check = func(ctx context.Context, h *history.File) Result { return c.judge(ctx, h.Ops, s.o.latest, dir) }
+	s.check = func(ctx context.Context, h *history.File) Result { return c.judge(ctx, h.Ops, s.o.latest, in) }
 	return s
 }
 
 // judge checks the joins among ops (the history, or its outline), whose
 // latest time is end.
-func (c ShardsMoved) judge(ctx context.Context, ops []history.Op, end int64, dir string) Result {
+func (c ShardsMoved) judge(ctx context.Context, ops []history.Op, end int64, in Inputs) Result {
 	res := Result{Checker: c.Name(), Verdict: Unknown}
 	want := c.Min
 	if want <= 0 {
@@ -171,13 +169,13 @@ func (c ShardsMoved) judge(ctx context.Context, ops []history.Op, end int64, dir
 		res.Evidence = limit(notes)
 		return res
 	}
-	evs, err := history.ReadEventsFile(filepath.Join(dir, "events.jsonl"))
+	evs := in.Events
 	switch {
-	case errors.Is(err, history.ErrNoEvents):
-		res.Summary = "no node events were recorded (the implementation lacks the events capability, or an older run): cannot see shards start"
+	case in.EventsErr != nil:
+		res.Summary = "node events unreadable: " + in.EventsErr.Error()
 		return res
-	case err != nil:
-		res.Summary = "node events unreadable: " + err.Error()
+	case evs == nil:
+		res.Summary = "no node events were recorded (the implementation lacks the events capability, or an older run): cannot see shards start"
 		return res
 	}
 	if evs.Truncated {
@@ -319,13 +317,13 @@ func servedKey(op *history.Op) string {
 const minServedWindow = time.Second
 
 // Check implements Checker.
-func (c ServedDuringFault) Check(ctx context.Context, h *history.File, outDir string) Result {
-	return checkInMemory(ctx, c, h, outDir)
+func (c ServedDuringFault) Check(ctx context.Context, h *history.File, in Inputs) Result {
+	return checkInMemory(ctx, c, h, in)
 }
 
 // Stream implements Streamer: the outline, and per entity operation its
 // interval, key, node and whether it was served.
-func (c ServedDuringFault) Stream(string) Stream {
+func (c ServedDuringFault) Stream(Inputs) Stream {
 	st := &servedStream{c: c, keys: idTable{}, nodes: idTable{}}
 	st.pairs = newPairStream(func(op *history.Op) bool { return servedKey(op) != "" }, st.pair)
 	return st
@@ -549,13 +547,13 @@ type AnsweredAfterHeal struct {
 func (AnsweredAfterHeal) Name() string { return "answered-after-heal" }
 
 // Check implements Checker.
-func (c AnsweredAfterHeal) Check(ctx context.Context, h *history.File, outDir string) Result {
-	return checkInMemory(ctx, c, h, outDir)
+func (c AnsweredAfterHeal) Check(ctx context.Context, h *history.File, in Inputs) Result {
+	return checkInMemory(ctx, c, h, in)
 }
 
 // Stream implements Streamer: the outline, and per operation its interval
 // and whether the node answered.
-func (c AnsweredAfterHeal) Stream(string) Stream {
+func (c AnsweredAfterHeal) Stream(Inputs) Stream {
 	st := &answeredStream{c: c}
 	st.pairs = newPairStream(func(op *history.Op) bool { return op.F != "tell" }, st.pair)
 	return st
@@ -724,12 +722,12 @@ type Passivated struct {
 func (Passivated) Name() string { return "passivated" }
 
 // Check implements Checker.
-func (c Passivated) Check(ctx context.Context, h *history.File, outDir string) Result {
-	return checkInMemory(ctx, c, h, outDir)
+func (c Passivated) Check(ctx context.Context, h *history.File, in Inputs) Result {
+	return checkInMemory(ctx, c, h, in)
 }
 
 // Stream implements Streamer: per entity the incarnations that served it.
-func (c Passivated) Stream(string) Stream {
+func (c Passivated) Stream(Inputs) Stream {
 	return &passivatedStream{c: c, incs: map[string]map[string]bool{}}
 }
 

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/shardtest/shardtest/history"
+	"github.com/shardtest/shardtest/protocol"
 )
 
 // fault adds a nemesis entry, naming targets (none: no targets object,
@@ -32,14 +33,14 @@ func (b *hb) failed() *hb {
 
 // started is a shard-started event node logged in [lo, hi].
 func started(node string, shard string, lo, hi int64) history.NodeEvent {
-	return history.NodeEvent{Node: node, Lo: lo, Hi: hi, Seq: 1, Incarnation: "abc", Type: "shard-started", EntityType: "register", Shard: shard}
+	return history.NodeEvent{Node: node, Lo: lo, Hi: hi, Event: protocol.Event{Seq: 1, Incarnation: "abc", Type: "shard-started", EntityType: "register", Shard: shard}}
 }
 
 func TestShardsMoved(t *testing.T) {
 	join := func() *hb {
 		return (&hb{}).fault(5*sec, "member:join", "inject", "n4").fault(20*sec, "member:join", "heal", "n4")
 	}
-	n4up := history.NodeEvent{Node: "n4", Lo: 0, Hi: 5 * sec, Seq: 1, Incarnation: "abc", Type: "member-up", Member: "n4@abc"}
+	n4up := history.NodeEvent{Node: "n4", Lo: 0, Hi: 5 * sec, Event: protocol.Event{Seq: 1, Incarnation: "abc", Type: "member-up", Member: "n4@abc"}}
 	tests := []struct {
 		name     string
 		h        func() *hb
@@ -125,7 +126,7 @@ func TestShardsMoved(t *testing.T) {
 			}
 			f := tt.h().file()
 			f.Truncated = tt.cut
-			r := ShardsMoved{Min: tt.min}.Check(context.Background(), f, dir)
+			r := ShardsMoved{Min: tt.min}.Check(context.Background(), f, ReadInputs(dir))
 			if r.Verdict != tt.want {
 				t.Fatalf("verdict %s, want %s: %s %q", r.Verdict, tt.want, r.Summary, r.Evidence)
 			}
@@ -228,7 +229,7 @@ func TestServedDuringFault(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			f := tt.h().file()
 			f.Truncated = tt.cut
-			r := ServedDuringFault{Fault: "partition:", Settle: 2 * time.Second}.Check(context.Background(), f, "")
+			r := ServedDuringFault{Fault: "partition:", Settle: 2 * time.Second}.Check(context.Background(), f, Inputs{})
 			if r.Verdict != tt.want {
 				t.Fatalf("verdict %s, want %s: %s %q", r.Verdict, tt.want, r.Summary, r.Evidence)
 			}
@@ -316,7 +317,7 @@ func TestAnsweredAfterHeal(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			f := tt.h().file()
 			f.Truncated = tt.cut
-			r := AnsweredAfterHeal{Fault: J}.Check(context.Background(), f, "")
+			r := AnsweredAfterHeal{Fault: J}.Check(context.Background(), f, Inputs{})
 			if r.Verdict != tt.want {
 				t.Fatalf("verdict %s, want %s: %s %q", r.Verdict, tt.want, r.Summary, r.Evidence)
 			}
@@ -338,13 +339,13 @@ func TestExpectationsCancelled(t *testing.T) {
 	dir := writeEvents(t, []history.NodeEvent{started("n4", "1", 2*sec, 3*sec), started("n4", "2", 2*sec, 3*sec)}, false)
 	ctx, cancel := context.WithCancel(context.Background())
 	for _, c := range []Checker{ShardsMoved{}, ServedDuringFault{Fault: "partition:"}, AnsweredAfterHeal{Fault: "partition:"}} {
-		if r := c.Check(context.Background(), b.file(), dir); r.Verdict != Valid {
+		if r := c.Check(context.Background(), b.file(), ReadInputs(dir)); r.Verdict != Valid {
 			t.Fatalf("%s: %s: %s %q", c.Name(), r.Verdict, r.Summary, r.Evidence)
 		}
 	}
 	cancel()
 	for _, c := range []Checker{ShardsMoved{}, ServedDuringFault{Fault: "partition:"}, AnsweredAfterHeal{Fault: "partition:"}} {
-		if r := c.Check(ctx, b.file(), dir); r.Verdict != Unknown {
+		if r := c.Check(ctx, b.file(), ReadInputs(dir)); r.Verdict != Unknown {
 			t.Fatalf("%s: cancelled, got %s", c.Name(), r.Verdict)
 		}
 	}
@@ -361,7 +362,7 @@ func TestExpectationsOddEntries(t *testing.T) {
 	b.add(history.Op{Time: 5, Kind: history.OK, Process: 3, F: "read"})
 	dir := writeEvents(t, []history.NodeEvent{started("", "", 0, 0)}, false)
 	for _, c := range []Checker{ShardsMoved{}, ServedDuringFault{Fault: "partition:"}, AnsweredAfterHeal{Fault: ""}} {
-		if r := c.Check(context.Background(), b.file(), dir); r.Verdict != Unknown {
+		if r := c.Check(context.Background(), b.file(), ReadInputs(dir)); r.Verdict != Unknown {
 			t.Fatalf("%s: %s: %s %q", c.Name(), r.Verdict, r.Summary, r.Evidence)
 		}
 	}
@@ -378,7 +379,7 @@ func TestFaultEndsWhenItsHealBegins(t *testing.T) {
 	b = b.inv(9*sec+sec/2, 0, "read", "register/r1", "").ok(9*sec+sec/2+1, 0, `{"value":null}`)
 	b = b.add(history.Op{Time: 10 * sec, Kind: history.Nemesis, Process: -1, F: "kill:oldest-half",
 		Value: []byte(`{"action":"heal","began":` + itoa(int(9*sec)) + `,"targets":{"targets":["n1"],"how":"oldest-half"}}`)})
-	r := ServedDuringFault{Fault: "kill:", Settle: 2 * time.Second}.Check(context.Background(), b.file(), "")
+	r := ServedDuringFault{Fault: "kill:", Settle: 2 * time.Second}.Check(context.Background(), b.file(), Inputs{})
 	if r.Verdict != Invalid {
 		t.Fatalf("verdict %s, want invalid (r1 never served before the heal began): %s %v", r.Verdict, r.Summary, r.Evidence)
 	}
@@ -406,7 +407,7 @@ func TestPassivated(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := Passivated{Min: tt.min}.Check(context.Background(), tt.h().file(), "")
+			r := Passivated{Min: tt.min}.Check(context.Background(), tt.h().file(), Inputs{})
 			if r.Verdict != tt.want || r.Summary == "" {
 				t.Fatalf("%s %q, want %s", r.Verdict, r.Summary, tt.want)
 			}

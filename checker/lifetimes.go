@@ -2,15 +2,15 @@ package checker
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"path/filepath"
+	"math"
 	"slices"
 	"sort"
 	"strings"
 	"time"
 
 	"github.com/shardtest/shardtest/history"
+	"github.com/shardtest/shardtest/protocol"
 )
 
 // The node-event checkers read events.jsonl beside the history: what every
@@ -47,21 +47,14 @@ type SingletonEvents struct{}
 // Name implements Checker.
 func (SingletonEvents) Name() string { return "singleton-events" }
 
-// Applies implements Applicable: an implementation with neither a
-// singleton nor a shard coordinator (virtual actors placed per identity)
-// has no instance to keep unique.
-func (SingletonEvents) Applies(caps []string) bool {
-	return slices.Contains(caps, "singleton") || slices.Contains(caps, "coordinator")
-}
-
 // Stream implements Streamer: of the history, only the pauses count.
-func (c SingletonEvents) Stream(dir string) Stream {
-	return &outlineStream{check: func(ctx context.Context, h *history.File) Result { return c.Check(ctx, h, dir) }}
+func (c SingletonEvents) Stream(in Inputs) Stream {
+	return &outlineStream{check: func(ctx context.Context, h *history.File) Result { return c.Check(ctx, h, in) }}
 }
 
 // Check implements Checker.
-func (SingletonEvents) Check(ctx context.Context, h *history.File, dir string) Result {
-	return checkLifetimes(ctx, dir, "singleton-events", freezes(h), []lifeKind{
+func (SingletonEvents) Check(ctx context.Context, h *history.File, in Inputs) Result {
+	return checkLifetimes(ctx, in, "singleton-events", freezes(h), []lifeKind{
 		{what: "singleton", start: "singleton-started", stops: []string{"singleton-stopped", "singleton-failed"},
 			key: func(e *history.NodeEvent) string { return e.Singleton },
 			sampled: func(s *history.StatusSample) []sighting {
@@ -94,13 +87,13 @@ type HandOff struct{}
 func (HandOff) Name() string { return "hand-off" }
 
 // Stream implements Streamer: of the history, only the pauses count.
-func (c HandOff) Stream(dir string) Stream {
-	return &outlineStream{check: func(ctx context.Context, h *history.File) Result { return c.Check(ctx, h, dir) }}
+func (c HandOff) Stream(in Inputs) Stream {
+	return &outlineStream{check: func(ctx context.Context, h *history.File) Result { return c.Check(ctx, h, in) }}
 }
 
 // Check implements Checker.
-func (HandOff) Check(ctx context.Context, h *history.File, dir string) Result {
-	return checkLifetimes(ctx, dir, "hand-off", freezes(h), []lifeKind{
+func (HandOff) Check(ctx context.Context, h *history.File, in Inputs) Result {
+	return checkLifetimes(ctx, in, "hand-off", freezes(h), []lifeKind{
 		{what: "shard", start: "shard-started", stops: []string{"shard-stopped"},
 			key: func(e *history.NodeEvent) string {
 				if e.Shard == "" {
@@ -280,16 +273,15 @@ func excuseFrozen(lives []life, frozen map[string][]freeze) []life {
 	return kept
 }
 
-func checkLifetimes(ctx context.Context, dir, name string, frozen map[string][]freeze, kinds []lifeKind, extra func([]history.NodeEvent) string) Result {
+func checkLifetimes(ctx context.Context, in Inputs, name string, frozen map[string][]freeze, kinds []lifeKind, extra func([]history.NodeEvent) string) Result {
 	res := Result{Checker: name}
 	var events []history.NodeEvent
-	evs, err := history.ReadEventsFile(filepath.Join(dir, "events.jsonl"))
-	switch {
-	case errors.Is(err, history.ErrNoEvents):
-		res.Evidence = append(res.Evidence, "no node events were recorded (the implementation lacks the events capability, or an older run): status samples only")
-	case err != nil:
-		res.Verdict, res.Summary = Unknown, "node events unreadable: "+err.Error()
+	switch evs := in.Events; {
+	case in.EventsErr != nil:
+		res.Verdict, res.Summary = Unknown, "node events unreadable: "+in.EventsErr.Error()
 		return res
+	case evs == nil:
+		res.Evidence = append(res.Evidence, "no node events were recorded (the implementation lacks the events capability, or an older run): status samples only")
 	default:
 		events = evs.Events
 		if evs.Truncated {
@@ -297,11 +289,10 @@ func checkLifetimes(ctx context.Context, dir, name string, frozen map[string][]f
 		}
 	}
 	var samples []history.StatusSample
-	ss, err := history.ReadStatusFile(filepath.Join(dir, "status.jsonl"))
-	switch {
-	case errors.Is(err, history.ErrNoSamples):
-	case err != nil:
-		res.Evidence = append(res.Evidence, "status samples unreadable, left out: "+err.Error())
+	switch ss := in.Samples; {
+	case in.SamplesErr != nil:
+		res.Evidence = append(res.Evidence, "status samples unreadable, left out: "+in.SamplesErr.Error())
+	case ss == nil:
 	default:
 		samples = ss.Samples
 		if ss.Truncated {
@@ -329,7 +320,7 @@ func checkLifetimes(ctx context.Context, dir, name string, frozen map[string][]f
 	sort.Strings(members)
 	var violations []string
 	reported := map[string]bool{}
-	counted := map[string]int{}
+	counted := map[string]lifeCount{}
 	total := 0
 	for _, k := range kinds {
 		var lives []life
@@ -375,7 +366,7 @@ func checkLifetimes(ctx context.Context, dir, name string, frozen map[string][]f
 		}
 		lives = k.addSamples(lives, samples)
 		lives = excuseFrozen(lives, frozen)
-		counted[k.what] = len(lives)
+		counted[k.what] = countLives(lives)
 		total += len(lives)
 		// Per key, the lives on different members that overlap.
 		sort.Slice(lives, func(i, j int) bool {
@@ -412,9 +403,9 @@ func checkLifetimes(ctx context.Context, dir, name string, frozen map[string][]f
 	}
 	var stats []string
 	for _, k := range kinds {
-		stats = append(stats, fmt.Sprintf("%d %s lives", counted[k.what], k.what))
+		stats = append(stats, counted[k.what].describe(k.what))
 	}
-	summary := fmt.Sprintf("%d node events, %d status samples; %s (an instance logged and sampled may count twice)", len(events), len(samples), strings.Join(stats, ", "))
+	summary := fmt.Sprintf("%d node events, %d status samples; %s", len(events), len(samples), strings.Join(stats, ", "))
 	if extra != nil {
 		note := extra(events)
 		summary += "; " + note
@@ -432,6 +423,119 @@ func checkLifetimes(ctx context.Context, dir, name string, frozen map[string][]f
 		res.Verdict, res.Summary = Valid, "never two instances alive at once; "+summary
 	}
 	return res
+}
+
+// lifeCount is how many lives of a kind there were, as a person counts
+// them (countLives).
+type lifeCount struct {
+	lives int
+	// samplesOnly of them are known from status samples alone: no
+	// logged start of theirs was seen.
+	samplesOnly int
+}
+
+func (c lifeCount) describe(what string) string {
+	s := fmt.Sprintf("%d %s lives", c.lives, what)
+	if c.lives == 1 {
+		s = fmt.Sprintf("1 %s life", what)
+	}
+	if c.samplesOnly > 0 {
+		s += fmt.Sprintf(" (%d known only from status samples)", c.samplesOnly)
+	}
+	return s
+}
+
+// countLives counts the lives the judgement works with as a person would:
+// each instance once. The judgement keeps every status sighting that does
+// not name its instance as a life of its own, proven only in its window (a
+// coordinator listed in 30 samples is 30 of them), and a life known from
+// events apart from the samples that name its instance (a singleton's);
+// counting those would say a coordinator lived 30 times. Here, per key and
+// member, taking lives and sightings in the order their windows begin:
+//
+//   - every logged start is a new life, unless sightings not yet given to
+//     a logged life lie just before it and the last of them ended after
+//     its window began: then those sightings saw this life;
+//   - a sighting belongs to the member's latest logged life before it,
+//     unless that life's logged end certainly happened before the
+//     sighting's window began;
+//   - else it continues the member's sightings just before it (no logged
+//     start or end of the key on the member between them);
+//   - else it begins a life known only from samples.
+//
+// Instances named differently (an entity's incarnation, a singleton's
+// instance) are never the same life. Only the count shown to people comes
+// from here; overlaps are judged on the lives as they are.
+func countLives(lives []life) lifeCount {
+	type keyAt struct{ key, member string }
+	groups := map[keyAt][]*life{}
+	for i := range lives {
+		l := &lives[i]
+		groups[keyAt{l.key, l.member}] = append(groups[keyAt{l.key, l.member}], l)
+	}
+	var c lifeCount
+	for _, g := range groups {
+		sort.SliceStable(g, func(i, j int) bool {
+			if g[i].start.Lo != g[j].start.Lo {
+				return g[i].start.Lo < g[j].start.Lo
+			}
+			return g[i].firstSeen == nil && g[j].firstSeen != nil
+		})
+		var cur *lifeRun
+		var runs []*lifeRun
+		for _, l := range g {
+			if cur == nil || !cur.takes(l) {
+				cur = &lifeRun{}
+				runs = append(runs, cur)
+			}
+			cur.add(l)
+		}
+		for _, r := range runs {
+			c.lives++
+			if !r.logged {
+				c.samplesOnly++
+			}
+		}
+	}
+	return c
+}
+
+// lifeRun is one instance's life on one member as countLives sees it: a
+// logged life and the sightings of it, or sightings alone.
+type lifeRun struct {
+	// logged: a logged start began it; until is then when it certainly
+	// ended (its end's window's end; no end logged: never).
+	logged bool
+	until  int64
+	// seenTo is the end of the latest sighting's window.
+	seenTo int64
+	// id names the instance, once a life or sighting of it does.
+	id string
+}
+
+func (r *lifeRun) takes(l *life) bool {
+	if r.id != "" && l.id != "" && r.id != l.id {
+		return false
+	}
+	if l.firstSeen == nil { // a logged start
+		return !r.logged && l.start.Lo <= r.seenTo
+	}
+	return !r.logged || l.start.Lo <= r.until
+}
+
+func (r *lifeRun) add(l *life) {
+	if r.id == "" {
+		r.id = l.id
+	}
+	if l.firstSeen == nil {
+		r.logged, r.until = true, math.MaxInt64
+		if l.end != nil {
+			r.until = l.end.Hi
+		}
+	}
+	if l.seen != nil {
+		r.seenTo = max(r.seenTo, l.seen.Hi)
+	}
 }
 
 // eventID is the instance a start event names, if the kind's events do.
@@ -476,7 +580,7 @@ func (k lifeKind) addSamples(lives []life, samples []history.StatusSample) []lif
 	for _, si := range order {
 		s := &samples[si]
 		for _, sg := range k.sampled(s) {
-			window := &history.NodeEvent{Node: s.Node, Lo: s.Lo, Hi: s.Hi, Type: "status"}
+			window := &history.NodeEvent{Node: s.Node, Lo: s.Lo, Hi: s.Hi, Event: protocol.Event{Type: "status"}}
 			if sg.id == "" {
 				if t, ok := firstEnd[keyAt{sg.key, s.Member}]; ok && t <= s.Hi {
 					continue

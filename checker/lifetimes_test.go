@@ -10,11 +10,12 @@ import (
 	"testing"
 
 	"github.com/shardtest/shardtest/history"
+	"github.com/shardtest/shardtest/protocol"
 )
 
 // ev builds one node event; lo and hi are in milliseconds.
 func ev(node, inc string, seq uint64, typ string, lo, hi int64, key string) history.NodeEvent {
-	e := history.NodeEvent{Node: node, Incarnation: inc, Seq: seq, Type: typ, Lo: lo * 1e6, Hi: hi * 1e6}
+	e := history.NodeEvent{Node: node, Lo: lo * 1e6, Hi: hi * 1e6, Event: protocol.Event{Incarnation: inc, Seq: seq, Type: typ}}
 	switch {
 	case strings.HasPrefix(typ, "singleton"):
 		e.Singleton = key
@@ -114,7 +115,7 @@ func TestSingletonEvents(t *testing.T) {
 			if tt.evs != nil || tt.cut {
 				dir = writeEvents(t, tt.evs, tt.cut)
 			}
-			r := SingletonEvents{}.Check(context.Background(), nil, dir)
+			r := SingletonEvents{}.Check(context.Background(), nil, ReadInputs(dir))
 			if r.Verdict != tt.want {
 				t.Fatalf("verdict %s, want %s: %s %v", r.Verdict, tt.want, r.Summary, r.Evidence)
 			}
@@ -144,9 +145,9 @@ func TestHandOffEvents(t *testing.T) {
 			ev("n1", "a", 2, "shard-stopped", 100, 110, "register/7"),
 		}, Invalid, "shard register/7"},
 		{"one entity started in two places", []history.NodeEvent{
-			{Node: "n1", Incarnation: "a", Seq: 1, Type: "entity-started", EntityType: "register", Entity: "r1", Lo: 0, Hi: 10e6},
-			{Node: "n2", Incarnation: "b", Seq: 1, Type: "entity-started", EntityType: "register", Entity: "r1", Lo: 50e6, Hi: 60e6},
-			{Node: "n1", Incarnation: "a", Seq: 2, Type: "entity-stopped", EntityType: "register", Entity: "r1", Lo: 100e6, Hi: 110e6},
+			entityEv("n1", "a", 1, "entity-started", 0, 10, ""),
+			entityEv("n2", "b", 1, "entity-started", 50, 60, ""),
+			entityEv("n1", "a", 2, "entity-stopped", 100, 110, ""),
 		}, Invalid, "entity register/r1"},
 		{"different shards", []history.NodeEvent{
 			ev("n1", "a", 1, "shard-started", 0, 10, "register/7"),
@@ -156,7 +157,7 @@ func TestHandOffEvents(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := HandOff{}.Check(context.Background(), nil, writeEvents(t, tt.evs, false))
+			r := HandOff{}.Check(context.Background(), nil, ReadInputs(writeEvents(t, tt.evs, false)))
 			if r.Verdict != tt.want {
 				t.Fatalf("verdict %s, want %s: %s %v", r.Verdict, tt.want, r.Summary, r.Evidence)
 			}
@@ -222,8 +223,8 @@ func writeSamples(t *testing.T, dir string, ss []history.StatusSample) {
 
 // entityEv is an entity event of register/r1; lo and hi in milliseconds.
 func entityEv(node, inc string, seq uint64, typ string, lo, hi int64, incarnation string) history.NodeEvent {
-	return history.NodeEvent{Node: node, Incarnation: inc, Seq: seq, Type: typ, EntityType: "register", Entity: "r1",
-		EntityIncarnation: incarnation, Lo: lo * 1e6, Hi: hi * 1e6}
+	return history.NodeEvent{Node: node, Lo: lo * 1e6, Hi: hi * 1e6, Event: protocol.Event{Incarnation: inc, Seq: seq, Type: typ,
+		EntityType: "register", Entity: "r1", EntityIncarnation: incarnation}}
 }
 
 // listing is a status sample of node (member node@inc) in [lo, hi] ms
@@ -298,7 +299,7 @@ func TestStatusSamplesProveAQuietMembersDuplicate(t *testing.T) {
 			if tt.samples != nil {
 				writeSamples(t, dir, tt.samples)
 			}
-			r := tt.checker.Check(context.Background(), nil, dir)
+			r := tt.checker.Check(context.Background(), nil, ReadInputs(dir))
 			if r.Verdict != tt.want {
 				t.Fatalf("verdict %s, want %s: %s %v", r.Verdict, tt.want, r.Summary, r.Evidence)
 			}
@@ -341,7 +342,7 @@ func TestExcuseFrozen(t *testing.T) {
 	// so it proves nothing and is left out; one sampled later, or on
 	// another node, stays.
 	sampled := func(member string, lo, hi, to int64) life {
-		w := &history.NodeEvent{Lo: lo, Hi: hi, Type: "status"}
+		w := &history.NodeEvent{Lo: lo, Hi: hi, Event: protocol.Event{Type: "status"}}
 		return life{member: member, start: w, from: hi, to: to, firstSeen: &history.StatusSample{Lo: lo, Hi: hi}}
 	}
 	for _, tt := range []struct {
@@ -361,5 +362,98 @@ func TestExcuseFrozen(t *testing.T) {
 		if (len(lives) == 1) != tt.kept {
 			t.Errorf("%s: kept %v, want %v", tt.name, len(lives) == 1, tt.kept)
 		}
+	}
+}
+
+// sampled is a status sample of member node@inc in [at, at+5] ms listing
+// coordinators of types and running singletons.
+func sampled(node, inc string, at int64, types []string, singletons ...history.SampledSingleton) history.StatusSample {
+	return history.StatusSample{Node: node, Member: node + "@" + inc, Lo: at * 1e6, Hi: (at + 5) * 1e6, Coordinators: types, Singletons: singletons}
+}
+
+// every is one sample a second from from ms up to to ms.
+func every(from, to int64, sample func(at int64) history.StatusSample) []history.StatusSample {
+	var out []history.StatusSample
+	for at := from; at < to; at += 1000 {
+		out = append(out, sample(at))
+	}
+	return out
+}
+
+// The summary counts each life once: a status sample that lists an
+// instance already known (logged, or sampled before with no stop between)
+// is a sighting of that life, not a new one.
+func TestLivesCountedOnce(t *testing.T) {
+	const S = "id-generator"
+	types := []string{"register", "log", "sender"}
+	coords := func(node, inc string) func(int64) history.StatusSample {
+		return func(at int64) history.StatusSample { return sampled(node, inc, at, types) }
+	}
+	coord := func(node, inc string) func(int64) history.StatusSample {
+		return func(at int64) history.StatusSample { return sampled(node, inc, at, types[:1]) }
+	}
+	instance := func(node, inc, id string) func(int64) history.StatusSample {
+		return func(at int64) history.StatusSample {
+			return sampled(node, inc, at, nil, history.SampledSingleton{Name: S, Instance: id})
+		}
+	}
+	cat := func(ss ...[]history.StatusSample) []history.StatusSample {
+		var out []history.StatusSample
+		for _, s := range ss {
+			out = append(out, s...)
+		}
+		return out
+	}
+	tests := []struct {
+		name     string
+		evs      []history.NodeEvent // nil: no events file
+		samples  []history.StatusSample
+		contains string
+	}{
+		{"three coordinators, one life each, sampled 30 times", []history.NodeEvent{
+			ev("n1", "a", 1, "coordinator-started", 0, 10, "register"),
+			ev("n1", "a", 2, "coordinator-started", 0, 10, "log"),
+			ev("n1", "a", 3, "coordinator-started", 0, 10, "sender"),
+			ev("n1", "a", 4, "member-up", 30000, 30010, ""),
+		}, every(500, 30500, coords("n1", "a")), "4 node events, 30 status samples; 0 singleton lives, 3 coordinator lives"},
+		{"a logged singleton whose samples name its instance", []history.NodeEvent{
+			ev("n1", "a", 1, "singleton-started", 0, 10, S), ev("n1", "a", 2, "member-up", 30000, 30010, ""),
+		}, every(500, 30500, instance("n1", "a", "n1@a#1")), "1 singleton life, 0 coordinator lives"},
+		{"no events: one coordinator sampled 30 times", nil, every(500, 30500, coord("n1", "a")),
+			"1 coordinator life (1 known only from status samples)"},
+		{"a hand-over: one life on each member", []history.NodeEvent{
+			ev("n1", "a", 1, "coordinator-started", 0, 10, "register"),
+			ev("n1", "a", 2, "coordinator-stopped", 10000, 10010, "register"),
+			ev("n2", "b", 1, "coordinator-started", 10100, 10110, "register"),
+			ev("n2", "b", 2, "member-up", 30000, 30010, ""),
+		}, cat(every(500, 10000, coord("n1", "a")), every(10500, 30500, coord("n2", "b"))), "2 coordinator lives"},
+		{"stopped and started again on one member", []history.NodeEvent{
+			ev("n1", "a", 1, "coordinator-started", 0, 10, "register"),
+			ev("n1", "a", 2, "coordinator-stopped", 10000, 10010, "register"),
+			ev("n1", "a", 3, "coordinator-started", 12000, 12010, "register"),
+			ev("n1", "a", 4, "member-up", 30000, 30010, ""),
+		}, cat(every(500, 10000, coord("n1", "a")), every(12500, 30500, coord("n1", "a"))), "2 coordinator lives"},
+		{"sampled before its start was logged: an earlier life", []history.NodeEvent{
+			ev("n1", "a", 1, "coordinator-started", 5000, 5010, "register"), ev("n1", "a", 2, "member-up", 30000, 30010, ""),
+		}, every(500, 30500, coord("n1", "a")), "2 coordinator lives (1 known only from status samples)"},
+		{"a sample taken while it started is that life", []history.NodeEvent{
+			ev("n1", "a", 1, "coordinator-started", 5000, 5010, "register"), ev("n1", "a", 2, "member-up", 30000, 30010, ""),
+		}, every(4998, 30500, coord("n1", "a")), "1 coordinator life"},
+		{"no events: the instance renamed is another life", nil,
+			cat(every(500, 5000, instance("n1", "a", "n1@a#1")), every(5500, 10000, instance("n1", "a", "n1@a#2"))),
+			"2 singleton lives (2 known only from status samples)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			if tt.evs != nil {
+				dir = writeEvents(t, tt.evs, false)
+			}
+			writeSamples(t, dir, tt.samples)
+			r := SingletonEvents{}.Check(context.Background(), nil, ReadInputs(dir))
+			if r.Verdict != Valid || !strings.Contains(r.Summary, tt.contains) {
+				t.Fatalf("%s: %s, want valid with %q", r.Verdict, r.Summary, tt.contains)
+			}
+		})
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/anishathalye/porcupine"
+
 	"github.com/shardtest/shardtest/history"
 	"github.com/shardtest/shardtest/internal/packed"
 )
@@ -138,14 +139,14 @@ type linCounts struct {
 }
 
 // Check implements Checker.
-func (l Linearizable) Check(ctx context.Context, h *history.File, outDir string) Result {
-	return checkInMemory(ctx, l, h, outDir)
+func (l Linearizable) Check(ctx context.Context, h *history.File, in Inputs) Result {
+	return checkInMemory(ctx, l, h, in)
 }
 
 // Stream implements Streamer: per register entity its ops, compactly;
 // ops on other entity types are only counted.
-func (l Linearizable) Stream(outDir string) Stream {
-	s := &linStream{l: l, outDir: outDir, skipped: map[string]int{}, entities: map[string]*entityOps{}}
+func (l Linearizable) Stream(in Inputs) Stream {
+	s := &linStream{l: l, outDir: in.Out, skipped: map[string]int{}, entities: map[string]*entityOps{}}
 	s.pairs = newPairStream(func(op *history.Op) bool {
 		if strings.HasPrefix(op.Entity, "register/") {
 			return true

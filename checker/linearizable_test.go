@@ -150,7 +150,7 @@ func TestLinearizable(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			r := Linearizable{}.Check(context.Background(), c.h.file(), t.TempDir())
+			r := Linearizable{}.Check(context.Background(), c.h.file(), Inputs{Out: t.TempDir()})
 			if r.Verdict != c.want || r.Checker != "linearizable" || (c.ev != "" && !strings.Contains(r.Summary, c.ev) && !contains(r.Evidence, c.ev)) {
 				t.Fatalf("got %s: %s\n%s\nwant %s with %q", r.Verdict, r.Summary, strings.Join(r.Evidence, "\n"), c.want, c.ev)
 			}
@@ -168,7 +168,7 @@ func TestLinearizableHTML(t *testing.T) {
 		inv(5, 1, "read", ra, "").ok(6, 1, `{"value":1}`).
 		inv(7, 1, "read", "register/ok", "").ok(8, 1, `{"value":null}`).file()
 	dir := t.TempDir()
-	r := Linearizable{}.Check(context.Background(), h, dir)
+	r := Linearizable{}.Check(context.Background(), h, ReadInputs(dir))
 	if r.Verdict != Invalid || len(r.Files) != 1 || r.Files[0] != "linearizability/register_a.html" {
 		t.Fatalf("%+v", r)
 	}
@@ -183,7 +183,7 @@ func TestLinearizableHTML(t *testing.T) {
 		t.Errorf("smallest counterexample %+v, want %s, 3 ops, its visualization", s, ra)
 	}
 	// No output directory: no file, still invalid.
-	if r := (Linearizable{}).Check(context.Background(), h, ""); r.Verdict != Invalid || len(r.Files) != 0 {
+	if r := (Linearizable{}).Check(context.Background(), h, Inputs{}); r.Verdict != Invalid || len(r.Files) != 0 {
 		t.Fatalf("%+v", r)
 	}
 }
@@ -200,7 +200,7 @@ func TestLinearizableTruncated(t *testing.T) {
 	if err != nil || !h.Truncated {
 		t.Fatal(err, h)
 	}
-	r := Linearizable{}.Check(context.Background(), h, "")
+	r := Linearizable{}.Check(context.Background(), h, Inputs{})
 	if r.Verdict != Valid || !contains(r.Evidence, "cut off") {
 		t.Fatalf("%+v", r)
 	}
@@ -212,7 +212,7 @@ func TestLinearizableSimulated(t *testing.T) {
 	for seed := range uint64(8) {
 		o := simOptions{seed: seed, clients: 6, entities: 5, ops: 600, infoRate: 0.03, failRate: 0.05, leaveOpen: seed%2 == 0}
 		h := simRegister(o)
-		r := Linearizable{}.Check(context.Background(), h, "")
+		r := Linearizable{}.Check(context.Background(), h, Inputs{})
 		if r.Verdict != Valid {
 			t.Fatalf("seed %d: %s: %s\n%s", seed, r.Verdict, r.Summary, strings.Join(r.Evidence, "\n"))
 		}
@@ -223,7 +223,7 @@ func TestLinearizableSimulated(t *testing.T) {
 				break
 			}
 		}
-		r = Linearizable{}.Check(context.Background(), h, "")
+		r = Linearizable{}.Check(context.Background(), h, Inputs{})
 		if r.Verdict != Invalid {
 			t.Fatalf("seed %d corrupted: %s: %s", seed, r.Verdict, r.Summary)
 		}
@@ -239,15 +239,15 @@ func TestLinearizableConcurrencyBound(t *testing.T) {
 	}
 	b.inv(50, 100, "read", ra, "").ok(51, 100, `{"value":7}`)
 	b.inv(50, 101, "read", "register/b", "").ok(51, 101, `{"value":null}`)
-	r := Linearizable{}.Check(context.Background(), b.file(), "")
+	r := Linearizable{}.Check(context.Background(), b.file(), Inputs{})
 	if r.Verdict != Unknown || !contains(r.Evidence, "register/a: not checked: 14 ops in flight at t=50 (13 of them with unknown outcomes") || !strings.Contains(r.Summary, "1 too concurrent") {
 		t.Fatalf("%s: %s\n%s", r.Verdict, r.Summary, strings.Join(r.Evidence, "\n"))
 	}
 	// Raising the bound checks it.
-	if r := (Linearizable{MaxConcurrency: 14}).Check(context.Background(), b.file(), ""); r.Verdict != Valid {
+	if r := (Linearizable{MaxConcurrency: 14}).Check(context.Background(), b.file(), Inputs{}); r.Verdict != Valid {
 		t.Fatalf("%s: %s", r.Verdict, r.Summary)
 	}
-	if r := (Linearizable{MaxOpsPerEntity: 10}).Check(context.Background(), b.file(), ""); r.Verdict != Unknown || !strings.Contains(r.Summary, "too many ops") {
+	if r := (Linearizable{MaxOpsPerEntity: 10}).Check(context.Background(), b.file(), Inputs{}); r.Verdict != Unknown || !strings.Contains(r.Summary, "too many ops") {
 		t.Fatalf("%s: %s", r.Verdict, r.Summary)
 	}
 }
@@ -269,13 +269,13 @@ func TestLinearizableManyUnknownWrites(t *testing.T) {
 		tm += 4
 	}
 	b.inv(tm, 50, "read", ra, "").ok(tm+1, 50, `{"value":5}`)
-	r := Linearizable{Timeout: 5 * time.Second}.Check(context.Background(), b.file(), "")
+	r := Linearizable{Timeout: 5 * time.Second}.Check(context.Background(), b.file(), Inputs{})
 	if r.Verdict != Valid || !strings.Contains(r.Summary, "29 unknown writes or cas dropped") {
 		t.Fatalf("%s: %s", r.Verdict, r.Summary)
 	}
 	b.inv(tm+2, 50, "read", ra, "").ok(tm+3, 50, `{"value":100004}`) // now observed: kept
 	b.inv(tm+4, 50, "read", ra, "").ok(tm+5, 50, `{"value":-1}`)
-	r = Linearizable{Timeout: 5 * time.Second}.Check(context.Background(), b.file(), "")
+	r = Linearizable{Timeout: 5 * time.Second}.Check(context.Background(), b.file(), Inputs{})
 	if r.Verdict != Invalid || !strings.Contains(r.Summary, "28 unknown writes or cas dropped") {
 		t.Fatalf("%s: %s", r.Verdict, r.Summary)
 	}
@@ -284,7 +284,7 @@ func TestLinearizableManyUnknownWrites(t *testing.T) {
 // A timeout is unknown, never a pass.
 func TestLinearizableTimeout(t *testing.T) {
 	h := simRegister(simOptions{seed: 1, clients: 10, entities: 1, ops: 20000})
-	r := Linearizable{Timeout: time.Nanosecond, MaxConcurrency: 12}.Check(context.Background(), h, "")
+	r := Linearizable{Timeout: time.Nanosecond, MaxConcurrency: 12}.Check(context.Background(), h, Inputs{})
 	if r.Verdict != Unknown || !strings.Contains(r.Summary, "1 timed out") || !contains(r.Evidence, "not decided within 1ns") {
 		t.Fatalf("%s: %s\n%s", r.Verdict, r.Summary, strings.Join(r.Evidence, "\n"))
 	}
@@ -295,7 +295,7 @@ func TestLinearizableCancelled(t *testing.T) {
 	h := simRegister(simOptions{seed: 1, clients: 4, entities: 3, ops: 100})
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	r := Linearizable{}.Check(ctx, h, "")
+	r := Linearizable{}.Check(ctx, h, Inputs{})
 	if r.Verdict != Unknown || !strings.Contains(r.Summary, "stopped") {
 		t.Fatalf("%s: %s", r.Verdict, r.Summary)
 	}
@@ -339,7 +339,7 @@ func TestFirstViolationAndDetection(t *testing.T) {
 	b = b.inv(20e9, 1, "read", R, "").ok(21e9, 1, `{"value":1}`)
 	b = b.fault(30e9, "kill:one", "heal", "n1")
 	f := b.file()
-	r := Linearizable{}.Check(context.Background(), f, "")
+	r := Linearizable{}.Check(context.Background(), f, Inputs{})
 	if r.Verdict != Invalid {
 		t.Fatalf("verdict %s: %s %v", r.Verdict, r.Summary, r.Evidence)
 	}

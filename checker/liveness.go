@@ -50,13 +50,13 @@ func disruptive(fault string) bool {
 }
 
 // Check implements Checker.
-func (l Liveness) Check(ctx context.Context, h *history.File, outDir string) Result {
-	return checkInMemory(ctx, l, h, outDir)
+func (l Liveness) Check(ctx context.Context, h *history.File, in Inputs) Result {
+	return checkInMemory(ctx, l, h, in)
 }
 
 // Stream implements Streamer: the outline (fault and phase entries) and
 // every operation's interval, in a few words each.
-func (Liveness) Stream(string) Stream {
+func (Liveness) Stream(Inputs) Stream {
 	st := &liveStream{}
 	st.pairs = newPairStream(func(op *history.Op) bool { return op.F != "tell" }, st.pair)
 	return st

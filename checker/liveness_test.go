@@ -106,7 +106,7 @@ func TestLiveness(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			f := tt.h().file()
 			f.Truncated = tt.cut
-			r := Liveness{}.Check(context.Background(), f, "")
+			r := Liveness{}.Check(context.Background(), f, Inputs{})
 			if r.Verdict != tt.want {
 				t.Fatalf("verdict %s, want %s: %s %v", r.Verdict, tt.want, r.Summary, r.Evidence)
 			}

@@ -23,12 +23,12 @@ type Recovered struct{}
 func (Recovered) Name() string { return "recovered" }
 
 // Stream implements Streamer: it reads only the final phase and the heals.
-func (c Recovered) Stream(dir string) Stream {
-	return &outlineStream{check: func(ctx context.Context, h *history.File) Result { return c.Check(ctx, h, dir) }}
+func (c Recovered) Stream(in Inputs) Stream {
+	return &outlineStream{check: func(ctx context.Context, h *history.File) Result { return c.Check(ctx, h, in) }}
 }
 
 // Check implements Checker.
-func (Recovered) Check(ctx context.Context, h *history.File, _ string) Result {
+func (Recovered) Check(ctx context.Context, h *history.File, _ Inputs) Result {
 	res := Result{Checker: "recovered", Verdict: Unknown}
 	if err := ctx.Err(); err != nil {
 		return stopped(res, err)

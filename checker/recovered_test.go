@@ -35,7 +35,7 @@ func TestRecovered(t *testing.T) {
 			if tt.final != nil {
 				h.Ops = append(h.Ops, *tt.final)
 			}
-			res := Recovered{}.Check(context.Background(), h, t.TempDir())
+			res := Recovered{}.Check(context.Background(), h, Inputs{Out: t.TempDir()})
 			if res.Verdict != tt.want || !strings.Contains(res.Summary, tt.summary) {
 				t.Fatalf("got %s %q, want %s containing %q", res.Verdict, res.Summary, tt.want, tt.summary)
 			}

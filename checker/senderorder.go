@@ -45,8 +45,8 @@ type sent struct {
 }
 
 // Check implements Checker.
-func (c SenderOrder) Check(ctx context.Context, h *history.File, outDir string) Result {
-	return checkInMemory(ctx, c, h, outDir)
+func (c SenderOrder) Check(ctx context.Context, h *history.File, in Inputs) Result {
+	return checkInMemory(ctx, c, h, in)
 }
 
 // senderKey is a sender to one log.
@@ -54,7 +54,7 @@ type senderKey struct{ entity, client string }
 
 // Stream implements Streamer: per log and sender its accepted messages,
 // and per log its last read.
-func (SenderOrder) Stream(string) Stream {
+func (SenderOrder) Stream(Inputs) Stream {
 	st := &senderStream{bySender: map[senderKey][]sent{}, reads: lastReads{}, strs: map[string]string{}}
 	st.pairs = newPairStream(func(op *history.Op) bool { return strings.HasPrefix(op.Entity, "log/") }, st.pair)
 	return st

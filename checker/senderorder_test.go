@@ -78,7 +78,7 @@ func TestSenderOrder(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := SenderOrder{}.Check(context.Background(), tt.h().file(), "")
+			r := SenderOrder{}.Check(context.Background(), tt.h().file(), Inputs{})
 			if r.Verdict != tt.want {
 				t.Fatalf("verdict %s, want %s: %s %v", r.Verdict, tt.want, r.Summary, r.Evidence)
 			}
@@ -96,7 +96,7 @@ func TestSenderOrderCutOff(t *testing.T) {
 		inv(10, 9, "read", "log/l1", "").ok(11, 9, `{"entries":[`+ap("w0", 2)+","+ap("w0", 1)+`]}`)
 	f := b.file()
 	f.Truncated = true
-	if r := (SenderOrder{}).Check(context.Background(), f, ""); r.Verdict != Invalid {
+	if r := (SenderOrder{}).Check(context.Background(), f, Inputs{}); r.Verdict != Invalid {
 		t.Fatalf("verdict %s: %s", r.Verdict, r.Summary)
 	}
 }

@@ -53,13 +53,13 @@ func instanceOf(inv, comp *history.Op) (key, inst string, ok bool) {
 }
 
 // Check implements Checker.
-func (s SingleInstance) Check(ctx context.Context, h *history.File, outDir string) Result {
-	return checkInMemory(ctx, s, h, outDir)
+func (s SingleInstance) Check(ctx context.Context, h *history.File, in Inputs) Result {
+	return checkInMemory(ctx, s, h, in)
 }
 
 // Stream implements Streamer: every ok op that names its server, packed
 // per key (a dozen bytes each).
-func (s SingleInstance) Stream(string) Stream {
+func (s SingleInstance) Stream(Inputs) Stream {
 	st := &siStream{firstUnnamed: -1, insts: map[instID]int32{}}
 	st.pairs = newPairStream(func(op *history.Op) bool { return op.Entity != "" || op.F == "next-id" }, st.pair)
 	return st

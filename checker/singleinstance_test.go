@@ -68,7 +68,7 @@ func TestSingleInstance(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			r := SingleInstance{}.Check(context.Background(), c.h.file(), "")
+			r := SingleInstance{}.Check(context.Background(), c.h.file(), Inputs{})
 			if r.Verdict != c.want || r.Checker != "single-instance" || (c.ev != "" && !strings.Contains(r.Summary, c.ev) && !contains(r.Evidence, c.ev)) {
 				t.Fatalf("got %s: %s\n%s\nwant %s with %q", r.Verdict, r.Summary, strings.Join(r.Evidence, "\n"), c.want, c.ev)
 			}
@@ -81,7 +81,7 @@ func TestSingleInstance(t *testing.T) {
 func TestSingleInstanceRunnerUp(t *testing.T) {
 	const A, B = "n1@aa/1", "n2@bb/2"
 	h := (&hb{}).served(1, 2, 0, ra, A).served(3, 4, 1, ra, B).served(10, 11, 1, ra, B).served(50, 51, 0, ra, A).served(100, 101, 1, ra, B).file()
-	r := SingleInstance{}.Check(context.Background(), h, "")
+	r := SingleInstance{}.Check(context.Background(), h, Inputs{})
 	// Violating: B [3,4] and [10,11] (inside A's 2..50), A [50,51]
 	// (inside B's 4..100); one pair of incarnations.
 	if r.Verdict != Invalid || !strings.HasPrefix(r.Summary, "3 ops on 1 keys") || len(r.Evidence) != 1 {
@@ -96,7 +96,7 @@ func TestSingleInstanceEvidenceBound(t *testing.T) {
 		e := fmt.Sprintf("register/r%02d", i)
 		b.served(1, 2, 0, e, "n1@aa/"+e).served(3, 4, 1, e, "n2@bb/"+e).served(5, 6, 2, e, "n1@aa/"+e)
 	}
-	r := SingleInstance{}.Check(context.Background(), b.file(), "")
+	r := SingleInstance{}.Check(context.Background(), b.file(), Inputs{})
 	if r.Verdict != Invalid || len(r.Evidence) != maxEvidence+1 || r.Evidence[maxEvidence] != "... and 5 more pairs of incarnations alive at once" ||
 		!strings.HasPrefix(r.Evidence[0], "register/r00:") || !strings.HasPrefix(r.Summary, "25 ops on 25 keys") {
 		t.Fatalf("%s: %s\n%s", r.Verdict, r.Summary, strings.Join(r.Evidence, "\n"))
@@ -113,7 +113,7 @@ func TestSingleInstanceTruncated(t *testing.T) {
 	if err != nil || !h.Truncated {
 		t.Fatal(err, h)
 	}
-	r := SingleInstance{}.Check(context.Background(), h, "")
+	r := SingleInstance{}.Check(context.Background(), h, Inputs{})
 	if r.Verdict != Valid || !contains(r.Evidence, "cut off") {
 		t.Fatalf("%+v", r)
 	}
@@ -151,7 +151,7 @@ func TestSingleInstanceBruteForce(t *testing.T) {
 				want++
 			}
 		}
-		r := SingleInstance{}.Check(context.Background(), b.file(), "")
+		r := SingleInstance{}.Check(context.Background(), b.file(), Inputs{})
 		got := 0
 		if r.Verdict == Invalid {
 			fmt.Sscanf(r.Summary, "%d ops", &got)
@@ -164,7 +164,7 @@ func TestSingleInstanceBruteForce(t *testing.T) {
 
 func TestSingleInstanceSimulated(t *testing.T) {
 	h := simRun(runOptions{seed: 1, clients: 8, entities: 20, ops: 20000, step: 1e6, faultEvery: 3e9, faultLen: 1e9})
-	r := SingleInstance{}.Check(context.Background(), h, "")
+	r := SingleInstance{}.Check(context.Background(), h, Inputs{})
 	if r.Verdict != Valid {
 		t.Fatalf("%s: %s\n%s", r.Verdict, r.Summary, strings.Join(r.Evidence, "\n"))
 	}
@@ -186,7 +186,7 @@ func TestSingleInstanceSimulated(t *testing.T) {
 			}
 		}
 	}
-	r = SingleInstance{}.Check(context.Background(), h, "")
+	r = SingleInstance{}.Check(context.Background(), h, Inputs{})
 	if r.Verdict != Invalid || !contains(r.Evidence, "incarnation "+first+" (hosted by n1@i0) was alive before and after") {
 		t.Fatalf("corrupted: %s: %s\n%s", r.Verdict, r.Summary, strings.Join(r.Evidence, "\n"))
 	}

@@ -29,7 +29,7 @@ type Stream interface {
 // same Stream over a history in memory).
 type Streamer interface {
 	Checker
-	Stream(outDir string) Stream
+	Stream(in Inputs) Stream
 }
 
 // Pass is what a stream's result may ask of the whole history.
@@ -61,8 +61,8 @@ func memoryPass(h *history.File) *Pass {
 }
 
 // checkInMemory is a Streamer's Check: its stream over h's entries.
-func checkInMemory(ctx context.Context, s Streamer, h *history.File, outDir string) Result {
-	st := s.Stream(outDir)
+func checkInMemory(ctx context.Context, s Streamer, h *history.File, in Inputs) Result {
+	st := s.Stream(in)
 	for i := range h.Ops {
 		st.Observe(&h.Ops[i])
 	}
@@ -247,12 +247,12 @@ func (s *outlineStream) Result(ctx context.Context, p *Pass) Result {
 // checkers' order and the history as far as it was held: its header,
 // truncation and fault and phase entries (what Detect and Ended read), or
 // every entry when a checker needed them.
-func CheckFile(ctx context.Context, path string, cs []Checker, outDir string, opts FileOptions) ([]Result, *history.File, error) {
+func CheckFile(ctx context.Context, path string, cs []Checker, in Inputs, opts FileOptions) ([]Result, *history.File, error) {
 	streams := make([]Stream, len(cs))
 	hold := false
 	for i, c := range cs {
 		if s, ok := c.(Streamer); ok {
-			streams[i] = s.Stream(outDir)
+			streams[i] = s.Stream(in)
 		} else {
 			hold = true
 		}
@@ -318,7 +318,7 @@ func CheckFile(ctx context.Context, path string, cs []Checker, outDir string, op
 			results[i] = streams[i].Result(ctx, pass)
 			streams[i] = nil // what it kept can go before the next one judges
 		} else {
-			results[i] = c.Check(ctx, h, outDir)
+			results[i] = c.Check(ctx, h, in)
 		}
 	}
 	return results, h, nil

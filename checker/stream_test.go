@@ -115,7 +115,7 @@ func TestCheckFileIsCheck(t *testing.T) {
 			if err := os.WriteFile(path, encode(t, h), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			got, outline, err := CheckFile(context.Background(), path, cs, "", FileOptions{})
+			got, outline, err := CheckFile(context.Background(), path, cs, Inputs{}, FileOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -124,7 +124,7 @@ func TestCheckFileIsCheck(t *testing.T) {
 			}
 			invalid := 0
 			for i, c := range cs {
-				want := c.Check(context.Background(), h, "")
+				want := c.Check(context.Background(), h, Inputs{})
 				if !reflect.DeepEqual(got[i], want) {
 					t.Errorf("%s:\nfile   %+v\nmemory %+v", c.Name(), got[i], want)
 				}
@@ -158,7 +158,7 @@ func TestCheckFileProgress(t *testing.T) {
 	}
 	var got []Progress
 	cs := []Checker{Linearizable{}, Liveness{}}
-	if _, _, err := CheckFile(context.Background(), path, cs, "", FileOptions{Progress: func(p Progress) { got = append(got, p) }}); err != nil {
+	if _, _, err := CheckFile(context.Background(), path, cs, Inputs{}, FileOptions{Progress: func(p Progress) { got = append(got, p) }}); err != nil {
 		t.Fatal(err)
 	}
 	if len(got) < 3 || got[0].Done || got[0].Read <= 0 || got[0].Read > got[0].Total {
@@ -240,6 +240,6 @@ type heldChecker struct{}
 
 func (heldChecker) Name() string { return "held" }
 
-func (heldChecker) Check(_ context.Context, h *history.File, _ string) Result {
+func (heldChecker) Check(_ context.Context, h *history.File, _ Inputs) Result {
 	return Result{Checker: "held", Verdict: Valid, Summary: fmt.Sprintf("%d entries", len(h.Ops))}
 }

@@ -28,13 +28,13 @@ type idOp struct {
 }
 
 // Check implements Checker.
-func (u UniqueIDs) Check(ctx context.Context, h *history.File, outDir string) Result {
-	return checkInMemory(ctx, u, h, outDir)
+func (u UniqueIDs) Check(ctx context.Context, h *history.File, in Inputs) Result {
+	return checkInMemory(ctx, u, h, in)
 }
 
 // Stream implements Streamer: per next-id op that returned an id, the id
 // and its interval.
-func (UniqueIDs) Stream(string) Stream {
+func (UniqueIDs) Stream(Inputs) Stream {
 	st := &idStream{firstBad: -1}
 	st.pairs = newPairStream(func(op *history.Op) bool { return op.F == "next-id" }, st.pair)
 	return st

@@ -41,7 +41,7 @@ func TestUniqueIDs(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			r := UniqueIDs{}.Check(context.Background(), c.h.file(), "")
+			r := UniqueIDs{}.Check(context.Background(), c.h.file(), Inputs{})
 			if r.Verdict != c.want || r.Checker != "unique-ids" || (c.ev != "" && !strings.Contains(r.Summary, c.ev) && !contains(r.Evidence, c.ev)) {
 				t.Fatalf("got %s: %s\n%s\nwant %s with %q", r.Verdict, r.Summary, strings.Join(r.Evidence, "\n"), c.want, c.ev)
 			}
@@ -53,7 +53,7 @@ func TestUniqueIDsSingleton(t *testing.T) {
 	b := (&hb{}).inv(1, 0, "next-id", "", "").ok(2, 0, `{"id":1}`).inv(3, 1, "next-id", "", "").ok(4, 1, `{"id":1}`)
 	b.ops[1].Reply.Singleton = "n1@aa#1"
 	b.ops[3].Reply.Singleton = "n2@bb#2"
-	r := UniqueIDs{}.Check(context.Background(), b.file(), "")
+	r := UniqueIDs{}.Check(context.Background(), b.file(), Inputs{})
 	if r.Verdict != Invalid || !contains(r.Evidence, "singleton n1@aa#1") || !contains(r.Evidence, "singleton n2@bb#2") {
 		t.Fatalf("%+v", r)
 	}
@@ -69,7 +69,7 @@ func TestUniqueIDsTruncated(t *testing.T) {
 	if err != nil || !h.Truncated {
 		t.Fatal(err, h)
 	}
-	r := UniqueIDs{}.Check(context.Background(), h, "")
+	r := UniqueIDs{}.Check(context.Background(), h, Inputs{})
 	if r.Verdict != Valid || !contains(r.Evidence, "cut off") || !strings.Contains(r.Summary, "1 unknown") {
 		t.Fatalf("%+v", r)
 	}
@@ -78,7 +78,7 @@ func TestUniqueIDsTruncated(t *testing.T) {
 func TestUniqueIDsSimulated(t *testing.T) {
 	for seed := range uint64(5) {
 		h := simIDGen(seed, 8, 5000)
-		r := UniqueIDs{}.Check(context.Background(), h, "")
+		r := UniqueIDs{}.Check(context.Background(), h, Inputs{})
 		if r.Verdict != Valid {
 			t.Fatalf("seed %d: %s: %s\n%s", seed, r.Verdict, r.Summary, strings.Join(r.Evidence, "\n"))
 		}
@@ -93,7 +93,7 @@ func TestUniqueIDsSimulated(t *testing.T) {
 				break
 			}
 		}
-		r = UniqueIDs{}.Check(context.Background(), h, "")
+		r = UniqueIDs{}.Check(context.Background(), h, Inputs{})
 		if r.Verdict != Invalid || !strings.Contains(r.Summary, "1 ids handed out more than once, 1 ops") {
 			t.Fatalf("seed %d corrupted: %s: %s", seed, r.Verdict, r.Summary)
 		}

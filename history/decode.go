@@ -3,6 +3,7 @@ package history
 import (
 	"encoding/json"
 	"strconv"
+	"time"
 )
 
 // decoder turns history lines into Ops. Decoding dominates checking a long
@@ -271,6 +272,22 @@ func (f *fieldSet) int(bit int, dst *int64) bool {
 	return ok && f.once(bit)
 }
 
+// time reads a time field as encoding/json does: it hands the string's
+// bytes, quotes included, to time.Time's UnmarshalJSON (which never
+// unescapes: a string with an escape goes to encoding/json, which hands it
+// over the same). An unparsable time goes to encoding/json, for its error.
+func (f *fieldSet) time(bit int, dst *time.Time) bool {
+	if !f.once(bit) {
+		return false
+	}
+	f.s.space()
+	start := f.s.i
+	if _, ok := f.s.str(); !ok {
+		return false
+	}
+	return dst.UnmarshalJSON(f.s.b[start:f.s.i]) == nil
+}
+
 // whole reports whether the object took the whole line.
 func (s *scan) whole() bool {
 	s.space()
@@ -385,6 +402,8 @@ func (d *decoder) fastEvent(line []byte, e *NodeEvent) bool {
 			ok := f.int(1<<3, &v)
 			e.Seq = uint64(v)
 			return ok && v >= 0
+		case "time":
+			return f.time(1<<14, &e.Time)
 		case "incarnation":
 			return f.str(1<<4, &e.Incarnation, true)
 		case "type":

@@ -128,12 +128,15 @@ func FuzzDecoder(f *testing.F) {
 	f.Fuzz(func(t *testing.T, line string) { checkDecode(t, line) })
 }
 
-// eventCases are node-event lines the EventsWriter writes and lines it
-// never does; each must decode exactly as encoding/json decodes it.
+// eventCases are node-event lines the EventsWriter writes (the first
+// four: the fast path must take them; the fourth from before the node's
+// time was kept) and lines it never does; each must decode exactly as
+// encoding/json decodes it.
 var eventCases = []string{
+	`{"node":"n1","lo":1000,"hi":1010,"seq":1,"time":"2026-11-29T18:00:01.5Z","incarnation":"n1@a","type":"shard-started","entity_type":"register","shard":"17"}`,
+	`{"node":"n2","lo":5,"hi":9,"seq":42,"time":"2026-11-29T18:00:01.123456789+01:00","incarnation":"n2@b","type":"singleton-started","member":"n2@b","singleton":"id-generator","detail":"hand-over from n1@a"}`,
+	`{"node":"n3","lo":5,"hi":9,"seq":43,"time":"0001-01-01T00:00:00Z","incarnation":"n3@c","type":"entity-started","peer":"n1@a","entity":"register/r1","entity_incarnation":"e7"}`,
 	`{"node":"n1","lo":1000,"hi":1010,"seq":1,"incarnation":"n1@a","type":"shard-started","entity_type":"register","shard":"17"}`,
-	`{"node":"n2","lo":5,"hi":9,"seq":42,"incarnation":"n2@b","type":"singleton-started","member":"n2@b","singleton":"id-generator","detail":"hand-over from n1@a"}`,
-	`{"node":"n3","lo":5,"hi":9,"seq":43,"incarnation":"n3@c","type":"entity-started","peer":"n1@a","entity":"register/r1","entity_incarnation":"e7"}`,
 	`{"node":"n1","seq":-1}`,
 	`{"node":"n1","seq":18446744073709551615}`,
 	`{"node":"n1","seq":1.5}`,
@@ -146,6 +149,19 @@ var eventCases = []string{
 	`{"node":"n1"`,
 	`[]`,
 	``,
+	`{"time":null}`,
+	`{"time":1}`,
+	`{"time":""}`,
+	`{"time":"yesterday"}`,
+	`{"time":"2026-11-29T18:00:01Z","time":"2026-11-29T18:00:02Z"}`,
+	`{"time":"2026-11-29T18:00:01z"}`,
+	`{"time":"2026-11-29 18:00:01Z"}`,
+	`{"time":"2026-11-29T18:00:01.Z"}`,
+	`{"time":"2026-11-29T24:00:00Z"}`,
+	`{"time":"2026-11-29T18:00:01+24:00"}`,
+	`{"time":"\u0032026-11-29T18:00:01Z"}`,
+	`{"time": "2026-11-29T18:00:01-07:30" ,"seq":1}`,
+	`{"time":"2026-11-29T18:00:01Z"`,
 }
 
 func checkDecodeEvent(t *testing.T, line string) { checkDecodeAs(t, line, (*decoder).event) }
@@ -154,7 +170,7 @@ func TestEventDecoderIsEncodingJSON(t *testing.T) {
 	for _, line := range eventCases {
 		checkDecodeEvent(t, line)
 	}
-	for _, line := range eventCases[:3] {
+	for _, line := range eventCases[:4] {
 		var e NodeEvent
 		if !newDecoder().fastEvent([]byte(line), &e) {
 			t.Errorf("%q left to encoding/json", line)

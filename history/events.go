@@ -8,6 +8,8 @@ import (
 	"io"
 	"os"
 	"sync"
+
+	"github.com/shardtest/shardtest/protocol"
 )
 
 // EventsFormat names the node-events file (events.jsonl beside the
@@ -26,23 +28,18 @@ type EventsHeader struct {
 // for newer events at Lo and this one was not yet there) and before Hi
 // (the harness had received it). Node clocks can be skewed; these windows
 // are what checkers order events by.
+//
+// In the file it is one flat JSON object: the harness's fields and the
+// event's.
 type NodeEvent struct {
 	// Node is the node the harness polled.
 	Node string `json:"node"`
 	Lo   int64  `json:"lo"`
 	Hi   int64  `json:"hi"`
-	// The event as the node logged it (docs/protocol.md, Events).
-	Seq               uint64 `json:"seq"`
-	Incarnation       string `json:"incarnation"`
-	Type              string `json:"type"`
-	Member            string `json:"member,omitempty"`
-	Peer              string `json:"peer,omitempty"`
-	Singleton         string `json:"singleton,omitempty"`
-	EntityType        string `json:"entity_type,omitempty"`
-	Shard             string `json:"shard,omitempty"`
-	Entity            string `json:"entity,omitempty"`
-	EntityIncarnation string `json:"entity_incarnation,omitempty"`
-	Detail            string `json:"detail,omitempty"`
+	// Event is the event as the node logged it (docs/protocol.md,
+	// Events). Its Time is the node's own, skewable clock: for people,
+	// never for ordering (zero in files written before it was kept).
+	protocol.Event
 }
 
 // jsonlWriter appends JSON lines after a header line; safe for concurrent

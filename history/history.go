@@ -17,6 +17,14 @@ const Format = "shardtest-history"
 // Version is the format version this package writes and reads.
 const Version = 1
 
+// The files of a run's folder that hold what the harness recorded (the
+// history, the node events, the status samples; docs/history.md).
+const (
+	HistoryFile = "history.jsonl"
+	EventsFile  = "events.jsonl"
+	StatusFile  = "status.jsonl"
+)
+
 // Kinds of entries.
 const (
 	// Invoke: a client sent an operation.

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/shardtest/shardtest/protocol"
 )
 
 func TestWriteRead(t *testing.T) {
@@ -103,8 +105,11 @@ func TestEventsRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []NodeEvent{{Node: "n1", Lo: 1, Hi: 2, Seq: 1, Incarnation: "a", Type: "singleton-started", Singleton: "id-generator"},
-		{Node: "n2", Lo: 3, Hi: 9, Seq: 7, Incarnation: "b", Type: "shard-started", EntityType: "register", Shard: "4"}}
+	logged := time.Date(2026, 11, 29, 18, 0, 1, 500_000_000, time.UTC)
+	want := []NodeEvent{
+		{Node: "n1", Lo: 1, Hi: 2, Event: protocol.Event{Seq: 1, Time: logged, Incarnation: "a", Type: "singleton-started", Singleton: "id-generator"}},
+		{Node: "n2", Lo: 3, Hi: 9, Event: protocol.Event{Seq: 7, Time: logged.Add(time.Millisecond), Incarnation: "b", Type: "shard-started", EntityType: "register", Shard: "4"}},
+	}
 	if err := w.Write(want...); err != nil {
 		t.Fatal(err)
 	}
@@ -112,6 +117,24 @@ func TestEventsRoundTrip(t *testing.T) {
 	got, err := ReadEventsFile(path)
 	if err != nil || !reflect.DeepEqual(got.Events, want) || got.Truncated {
 		t.Fatalf("got %+v %v, want %+v", got, err, want)
+	}
+	// One flat object per line, the node's time kept, and on the
+	// decoder's fast path.
+	data, _ := os.ReadFile(path)
+	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+	if len(lines) != 3 || lines[1] != `{"node":"n1","lo":1,"hi":2,"seq":1,"time":"2026-11-29T18:00:01.5Z","incarnation":"a","type":"singleton-started","singleton":"id-generator"}` {
+		t.Fatalf("file:\n%s", data)
+	}
+	for _, line := range lines[1:] {
+		var e NodeEvent
+		if !newDecoder().fastEvent([]byte(line), &e) {
+			t.Errorf("%s left to encoding/json", line)
+		}
+	}
+	// A file written before the node's time was kept still reads.
+	old := `{"format":"shardtest-node-events","version":1}` + "\n" + `{"node":"n1","lo":1,"hi":2,"seq":1,"incarnation":"a","type":"member-up"}` + "\n"
+	if got, err := ReadEvents(strings.NewReader(old)); err != nil || len(got.Events) != 1 || !got.Events[0].Time.IsZero() || got.Events[0].Type != "member-up" {
+		t.Errorf("file without times: %+v %v", got, err)
 	}
 	if _, err := ReadEventsFile(filepath.Join(t.TempDir(), "none")); !errors.Is(err, ErrNoEvents) {
 		t.Errorf("missing file: %v, want ErrNoEvents", err)

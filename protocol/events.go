@@ -9,7 +9,7 @@ type Event struct {
 	Seq uint64 `json:"seq"`
 	// Time is the node's own clock (skewable): for people, never for
 	// ordering.
-	Time time.Time `json:"time"`
+	Time time.Time `json:"time,omitzero"`
 	// Incarnation is the member incarnation that logged the event.
 	Incarnation string `json:"incarnation"`
 	Type        string `json:"type"`

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/shardtest/shardtest/checker"
+	"github.com/shardtest/shardtest/harness/run"
 )
 
 // checkRun writes a stored register run whose read returns read (a JSON
@@ -75,7 +76,7 @@ func TestCheckRewritesReports(t *testing.T) {
 			} else if err != nil {
 				t.Fatal(err)
 			}
-			if code != exitFor(checker.Verdict(verdict)) || tt.invalid != (verdict == "invalid") {
+			if code != run.ExitFor(checker.Verdict(verdict)) || tt.invalid != (verdict == "invalid") {
 				t.Fatalf("verdict %s, exit %d (invalid expected: %v)", verdict, code, tt.invalid)
 			}
 			after, _ := os.ReadFile(filepath.Join(dir, "results.json"))

@@ -53,7 +53,7 @@ cluster could not be started.`,
 			if err != nil {
 				return err
 			}
-			rt, err := newRuntime(o, binary, basePort, logger)
+			rt, err := run.NewRuntime(o, run.RuntimeConfig{Binary: binary, BasePort: basePort, Log: logger})
 			if err != nil {
 				return &exitError{exitCannotRun, err}
 			}

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -77,14 +78,13 @@ func writeList(w io.Writer, kinds []string) error {
 				}
 			}
 		case "checkers":
-			fmt.Fprintln(w, "Checkers: (name, and the workload whose history each reads)")
-			for _, wl := range workloads.All() {
-				for _, c := range checker.ForWorkload(wl.Name()) {
-					fmt.Fprintf(w, "  %-14s %s\n", c.Name(), wl.Name())
+			fmt.Fprintln(w, "Checkers: (name, the runs it judges, what it proves)")
+			for _, e := range checker.Registry() {
+				fmt.Fprintf(w, "  %-20s %s\n", e.Name, checkerRuns(e))
+				for _, line := range wrap(e.Doc, 72) {
+					fmt.Fprintf(w, "      %s\n", line)
 				}
 			}
-			fmt.Fprintf(w, "  %-14s every workload, in runs with faults: the cluster converged after the last heal\n", checker.Recovered{}.Name())
-			fmt.Fprintf(w, "  scenarios add: %s\n", strings.Join(run.ExpectationNames(), ", "))
 		case "scenarios":
 			fmt.Fprintln(w, "Scenarios: (shardtest run --scenario NAME; shardtest test-all [--smoke])")
 			for _, s := range scenario.Catalog() {
@@ -97,8 +97,12 @@ func writeList(w io.Writer, kinds []string) error {
 				}
 				fmt.Fprintf(w, "  %s%s\n", s.Name, tags)
 				bug := "none of the reference node's deliberate bugs is about this situation"
-				if s.Bug != "" {
-					bug = s.Bug + " (caught by " + s.Checker + ")"
+				if len(s.Bugs) > 0 {
+					var cs []string
+					for _, b := range s.Bugs {
+						cs = append(cs, fmt.Sprintf("%s (caught by %s: %s)", b.Name, b.Checker, b.Why))
+					}
+					bug = strings.Join(cs, "; ")
 				}
 				for _, field := range []struct{ label, text string }{
 					{"danger", s.Danger},
@@ -139,6 +143,39 @@ func wrap(s string, width int) []string {
 		lines = append(lines, cur.String())
 	}
 	return lines
+}
+
+// checkerRuns says which runs a checker judges, and what it needs.
+func checkerRuns(e checker.Entry) string {
+	var parts []string
+	switch {
+	case slices.Contains(e.Workloads, checker.Every):
+		parts = append(parts, "every workload")
+	case len(e.Workloads) > 0:
+		parts = append(parts, "workload "+strings.Join(e.Workloads, ", "))
+	}
+	if e.WithFaults {
+		parts = append(parts, "every run with faults")
+	}
+	if len(e.Workloads) == 0 && !e.WithFaults {
+		var by []string
+		for _, s := range scenario.Catalog() {
+			if slices.ContainsFunc(s.Expect, func(x checker.Spec) bool { return x.Name == e.Name }) {
+				by = append(by, s.Name)
+			}
+		}
+		parts = append(parts, "added by scenarios: "+strings.Join(by, ", "))
+	}
+	if len(e.Params) > 0 {
+		parts = append(parts, "parameters: "+strings.Join(e.Params, ", "))
+	}
+	if e.Capabilities != nil {
+		parts = append(parts, "implementations with "+strings.Join(e.Capabilities, " or "))
+	}
+	if len(e.Reads) > 0 {
+		parts = append(parts, "reads "+strings.Join(e.Reads, ", "))
+	}
+	return strings.Join(parts, "; ")
 }
 
 // clusterDoc describes a scenario's cluster in one line.

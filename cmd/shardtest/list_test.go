@@ -5,6 +5,8 @@ import (
 	"context"
 	"strings"
 	"testing"
+
+	"github.com/shardtest/shardtest/checker"
 )
 
 func TestListCmd(t *testing.T) {
@@ -46,6 +48,24 @@ func TestListCmd(t *testing.T) {
 			if strings.Contains(out.String(), n) {
 				t.Errorf("list %v has %q", tc.args, n)
 			}
+		}
+	}
+}
+
+// list checkers lists every checker of the registry with the runs it
+// judges, and every one is reachable: a scenario-only checker names the
+// scenarios that add it.
+func TestListShowsEveryChecker(t *testing.T) {
+	var out bytes.Buffer
+	if err := writeList(&out, []string{"checkers"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range checker.Registry() {
+		if !strings.Contains(out.String(), "  "+e.Name+" ") {
+			t.Errorf("list checkers lacks %s:\n%s", e.Name, out.String())
+		}
+		if runs := checkerRuns(e); runs == "" || strings.HasSuffix(runs, "added by scenarios: ") || strings.Contains(runs, "added by scenarios: ;") {
+			t.Errorf("%s: judges no run (%q)", e.Name, runs)
 		}
 	}
 }

@@ -1,17 +1,14 @@
 package main
 
 import (
-	"bytes"
-	"errors"
 	"fmt"
-	"io"
-	"os"
 	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/shardtest/shardtest/harness/report"
+	"github.com/shardtest/shardtest/harness/suite"
 )
 
 func newMergeCmd() *cobra.Command {
@@ -33,59 +30,16 @@ invalid, or with --with-bugs a bug went uncaught; 2 a run was unknown; 3 a
 run could not run), or 3 when the folders cannot be merged.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, dirs []string) error {
-			var (
-				runs     []suiteRun
-				junits   [][]byte
-				worst    = exitValid
-				took     time.Duration
-				withBugs bool
-			)
-			for i, dir := range dirs {
-				s, err := readSummary(filepath.Join(dir, "summary.json"))
-				if err != nil {
-					return &exitError{exitCannotRun, fmt.Errorf("merge: %w", err)}
-				}
-				if i > 0 && s.WithBugs != withBugs {
-					return &exitError{exitCannotRun, fmt.Errorf("merge: %s was run with --with-bugs %v, %s with %v: not parts of one suite", dirs[0], withBugs, dir, s.WithBugs)}
-				}
-				withBugs = s.WithBugs
-				j, err := os.ReadFile(filepath.Join(dir, report.JUnitFile))
-				if err != nil {
-					return &exitError{exitCannotRun, fmt.Errorf("merge: %w", err)}
-				}
-				runs = append(runs, s.Runs...)
-				junits = append(junits, j)
-				worst = worse(worst, s.ExitStatus)
-				took += s.Took
-			}
-			var jb bytes.Buffer
-			readers := make([]io.Reader, len(junits))
-			for i, j := range junits {
-				readers[i] = bytes.NewReader(j)
-			}
-			if err := report.MergeJUnit(&jb, readers...); err != nil {
-				return &exitError{exitCannotRun, fmt.Errorf("merge: %w", err)}
-			}
 			if out == "" {
 				out = filepath.Join(results, "test-all", time.Now().UTC().Format("20060102T150405Z")+"-merged")
 			}
-			if _, err := os.Stat(out); err == nil {
-				return &exitError{exitCannotRun, fmt.Errorf("merge: --out %s exists: give a new folder", out)}
-			} else if !errors.Is(err, os.ErrNotExist) {
-				return &exitError{exitCannotRun, fmt.Errorf("merge: %w", err)}
+			s, err := suite.Merge(dirs, out)
+			if err != nil {
+				return cannotRun(fmt.Errorf("merge: %w", err))
 			}
-			if err := os.MkdirAll(out, 0o755); err != nil {
-				return &exitError{exitCannotRun, fmt.Errorf("merge: %w", err)}
-			}
-			if err := writeSuite(out, runs, jb.Bytes(), withBugs, worst, took); err != nil {
-				return &exitError{exitCannotRun, fmt.Errorf("merge: %w", err)}
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%d parts, %s: %s\nsummary: %s\njunit: %s\n", len(dirs), runCount(runs), suiteOutcome(worst, withBugs),
-				filepath.Join(out, "summary.md"), filepath.Join(out, report.JUnitFile))
-			if worst != exitValid {
-				return &exitError{worst, fmt.Errorf("suite: %s", suiteOutcome(worst, withBugs))}
-			}
-			return nil
+			fmt.Fprintf(cmd.OutOrStdout(), "%d parts, %s: %s\nsummary: %s\njunit: %s\n", len(dirs), suite.Count(s.Runs), s.Outcome,
+				filepath.Join(out, suite.SummaryMarkdownFile), filepath.Join(out, report.JUnitFile))
+			return verdictError(s.ExitStatus, "suite: "+suite.Explain(s.ExitStatus, s.WithBugs))
 		},
 	}
 	cmd.Flags().StringVar(&results, "results", "results", "results root folder")

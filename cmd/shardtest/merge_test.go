@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/shardtest/shardtest/harness/suite"
 )
 
 // runCmd runs shardtest with args and returns its output and exit status.
@@ -106,7 +108,7 @@ func TestShardMergeRoundTrip(t *testing.T) {
 			t.Error(err)
 		}
 	}
-	s, err := readSummary(filepath.Join(merged, "summary.json"))
+	s, err := suite.ReadSummary(filepath.Join(merged, "summary.json"))
 	if err != nil || len(s.Runs) != 9 || s.ExitStatus != exitValid {
 		t.Errorf("merged summary: %v, %d runs, exit %d", err, len(s.Runs), s.ExitStatus)
 	}
@@ -141,26 +143,5 @@ func TestShardMergeRoundTrip(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(tmp, m)); err == nil {
 			t.Errorf("%s: written though refused", m)
 		}
-	}
-}
-
-// --timings balances the shards by an earlier suite's run times.
-func TestReadTimings(t *testing.T) {
-	p := filepath.Join(t.TempDir(), "summary.json")
-	os.WriteFile(p, []byte(`{"outcome":"valid","exit_status":0,"runs":[
-		{"scenario":"a","seed":1,"verdict":"valid","duration_ns":3000000000},
-		{"scenario":"a","seed":2,"verdict":"valid","duration_ns":1000000000},
-		{"scenario":"a","seed":3,"verdict":"valid","duration_ns":2000000000},
-		{"scenario":"b","seed":1,"verdict":"unknown","skipped":"needs --runtime docker"}]}`), 0o644)
-	got, err := readTimings(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(got) != 1 || got["a"].Seconds() != 2 {
-		t.Errorf("timings %v, want a: 2s only", got)
-	}
-	os.WriteFile(p, []byte(`{"runs":[]}`), 0o644)
-	if _, err := readTimings(p); err == nil {
-		t.Error("a file with no outcome read as a summary")
 	}
 }

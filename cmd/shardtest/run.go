@@ -1,44 +1,19 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"os"
-	"path/filepath"
-	"runtime/debug"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/shardtest/shardtest/checker"
 	"github.com/shardtest/shardtest/harness/local"
-	"github.com/shardtest/shardtest/harness/report"
 	"github.com/shardtest/shardtest/harness/run"
 	"github.com/shardtest/shardtest/harness/scenario"
-	"github.com/shardtest/shardtest/history"
 	"github.com/shardtest/shardtest/nemesis"
 	"github.com/shardtest/shardtest/workloads"
 )
-
-// Exit statuses of run and check.
-const (
-	exitValid     = 0
-	exitInvalid   = 1
-	exitUnknown   = 2
-	exitCannotRun = 3
-)
-
-// exitError carries an exit status out of a command.
-type exitError struct {
-	code int
-	err  error
-}
-
-func (e *exitError) Error() string { return e.err.Error() }
-func (e *exitError) Unwrap() error { return e.err }
 
 func newRunCmd() *cobra.Command {
 	var (
@@ -138,7 +113,7 @@ before could not run before unknown.`,
 			if err != nil {
 				return err
 			}
-			rt, err := newRuntime(o, binary, basePort, logger)
+			rt, err := run.NewRuntime(o, run.RuntimeConfig{Binary: binary, BasePort: basePort, Log: logger})
 			if err != nil {
 				return &exitError{exitCannotRun, err}
 			}
@@ -184,13 +159,13 @@ before could not run before unknown.`,
 				printChecks(cmd.OutOrStdout(), res.Checks)
 				fmt.Fprintf(cmd.OutOrStdout(), "results: %s\n", res.Dir)
 				printReports(cmd.OutOrStdout(), res.Dir)
-				worst = worse(worst, exitFor(res.Verdict))
+				worst = run.Worse(worst, run.ExitFor(res.Verdict))
 				if keep {
 					fmt.Fprintf(cmd.OutOrStdout(), "cluster left running; remove it with: shardtest cleanup --run %s\n", t.Options.RunID)
 				}
 			}
 			if worst != exitValid {
-				return &exitError{worst, fmt.Errorf("verdict: %s", verdictFor(worst))}
+				return &exitError{worst, fmt.Errorf("verdict: %s", run.VerdictFor(worst))}
 			}
 			return nil
 		},
@@ -241,221 +216,11 @@ func scenarioOptions(cmd *cobra.Command, name string, flags run.Options) (run.Op
 	if s.Docker && flags.Runtime != "docker" {
 		return run.Options{}, fmt.Errorf("scenario %s needs --runtime docker (its faults need kernel packet filters)", name)
 	}
-	o := s.Options(flags.Seed, flags.Runtime, false)
+	o := s.Options(flags.Seed, flags.Runtime, nil)
 	o.NodeArgs = append(o.NodeArgs, flags.NodeArgs...)
 	o.Image = flags.Image
 	if cmd.Flags().Changed("name") {
 		o.Name = flags.Name
 	}
 	return o, nil
-}
-
-// newRuntime returns the runtime o names.
-func newRuntime(o run.Options, binary string, basePort int, logger *slog.Logger) (run.Runtime, error) {
-	switch o.Runtime {
-	case "docker":
-		return run.Docker{Binary: binary, Image: o.Image, NodeArgs: o.NodeArgs, Settings: o.NodeSettings, Log: logger}, nil
-	case "local":
-		if binary != "" || o.Image != "" {
-			return nil, errors.New("--binary and --image are for --runtime docker")
-		}
-		return run.Local{BasePort: basePort, NodeArgs: o.NodeArgs, Settings: o.NodeSettings, Log: logger}, nil
-	}
-	return nil, fmt.Errorf("--runtime %q: want docker or local", o.Runtime)
-}
-
-// worse returns the exit status of two results together: a proven
-// violation (invalid) outranks everything, as in Jepsen (invalid >
-// unknown > valid), so a CI job keyed on exit 1 never misses one; then a
-// run that could not start, then unknown, then valid.
-func worse(a, b int) int {
-	rank := func(code int) int {
-		switch code {
-		case exitInvalid:
-			return 3
-		case exitCannotRun:
-			return 2
-		case exitUnknown:
-			return 1
-		}
-		return 0
-	}
-	if rank(b) > rank(a) {
-		return b
-	}
-	return a
-}
-
-func exitFor(v checker.Verdict) int {
-	switch v {
-	case checker.Valid:
-		return exitValid
-	case checker.Invalid:
-		return exitInvalid
-	}
-	return exitUnknown
-}
-
-func verdictFor(code int) string {
-	switch code {
-	case exitInvalid:
-		return "invalid"
-	case exitUnknown:
-		return "unknown"
-	}
-	return "valid"
-}
-
-func printChecks(w io.Writer, results []checker.Result) {
-	if len(results) == 0 {
-		fmt.Fprintln(w, "  (no checker for this workload yet: verdict unknown)")
-	}
-	// A line per checker, then what failed: when, the smallest
-	// counterexample, the first lines of evidence (the report has the
-	// rest). An unknown checker's first lines say why it could not decide.
-	for _, r := range results {
-		fmt.Fprintf(w, "  %-14s %-8s %s\n", r.Checker, r.Verdict, r.Summary)
-	}
-	const lines = 3
-	for _, r := range results {
-		if r.Verdict == checker.Valid || len(r.Evidence) == 0 && r.Detection == nil && r.Smallest == nil {
-			continue
-		}
-		fmt.Fprintf(w, "%s (%s):\n", r.Checker, r.Verdict)
-		if r.Detection != nil {
-			fmt.Fprintf(w, "    %s\n", r.Detection)
-		}
-		if s := r.Smallest; s != nil {
-			fmt.Fprintf(w, "    smallest counterexample: %s (%d operations)", s.What, s.Ops)
-			if s.File != "" {
-				fmt.Fprintf(w, ": %s", s.File)
-			}
-			fmt.Fprintln(w)
-		}
-		for i, e := range r.Evidence {
-			if i == lines {
-				fmt.Fprintf(w, "    ... %d more lines in the report\n", len(r.Evidence)-lines)
-				break
-			}
-			fmt.Fprintf(w, "    %s\n", e)
-		}
-	}
-}
-
-// printReports prints the paths of the run's report page and JUnit file,
-// those that were written.
-func printReports(w io.Writer, dir string) {
-	for _, f := range []struct{ label, name string }{{"report", report.IndexFile}, {"junit", report.JUnitFile}} {
-		p := filepath.Join(dir, f.name)
-		if _, err := os.Stat(p); err == nil {
-			fmt.Fprintf(w, "%s: %s\n", f.label, p)
-		}
-	}
-}
-
-func newCheckCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:   "check DIR",
-		Short: "Re-run the checkers on a stored run",
-		Long: `Re-run the workload's checkers on the history stored in DIR (a run folder,
-e.g. results/latest) and print the verdict with its evidence. The verdict and
-checks in DIR/results.json are not changed, but the reports are rewritten from
-the new results: DIR/index.html (which then says it was re-checked) and
-DIR/junit.xml; the checkers' own files (visualizations) are written again too.
-A check interrupted with Ctrl-C leaves the reports as they were. Exit status
-as for run.`,
-		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			dir := args[0]
-			if os.Getenv("GOGC") == "" {
-				// The pass keeps compact state per op for the whole history
-				// and makes short-lived garbage decoding it: a heap goal of
-				// 1.5x the live state rather than 2x keeps the peak below
-				// what the decoded history alone would take (bench check).
-				defer debug.SetGCPercent(debug.SetGCPercent(50))
-			}
-			var o run.Options
-			b, err := os.ReadFile(filepath.Join(dir, "test.json"))
-			if err != nil {
-				return &exitError{exitCannotRun, fmt.Errorf("read test.json: %w", err)}
-			}
-			if err := json.Unmarshal(b, &o); err != nil {
-				return &exitError{exitCannotRun, fmt.Errorf("test.json: %w", err)}
-			}
-			// One pass over the history feeds the checkers, the counts and
-			// the report's timeline: it is never held whole.
-			var counter history.Counter
-			analyzed := report.NewAnalyzer()
-			fo := checker.FileOptions{Observe: []func(*history.Op){counter.Observe, analyzed.Observe}}
-			if isTerminal(cmd.ErrOrStderr()) {
-				fo.Progress = progressLine(cmd.ErrOrStderr())
-				defer fmt.Fprint(cmd.ErrOrStderr(), "\r\033[K")
-			}
-			verdict, results, h, err := run.CheckFile(cmd.Context(), o, dir, fo)
-			if err != nil {
-				return &exitError{exitCannotRun, err}
-			}
-			s := counter.Summary()
-			out := cmd.OutOrStdout()
-			fmt.Fprintf(out, "%s (history v%d, started %s)\n%d entries: %d invocations, %d ok, %d fail, %d info, %d nemesis, %d left open\n",
-				h.Header.Test, h.Header.Version, h.Header.Started.Format(time.RFC3339), analyzed.Entries(), s.Invocations, s.OK, s.Fail, s.Info, s.Nemesis, s.Open)
-			if h.Truncated {
-				fmt.Fprintln(out, "the history ends with a cut-off line (the harness stopped while writing it)")
-			}
-			fmt.Fprintf(out, "verdict: %s\n", verdict)
-			printChecks(out, results)
-			if cmd.Context().Err() == nil {
-				// Interrupted checkers say unknown: that must not replace a
-				// report of what they found before.
-				in := report.Input{Test: o.Name, Started: h.Header.Started, Verdict: verdict, Checks: results,
-					Summary: s, History: h, Analyzed: analyzed, Options: b, Rechecked: time.Now()}
-				if in.Test == "" {
-					in.Test = h.Header.Test
-				}
-				var prev run.Result
-				if rb, err := os.ReadFile(filepath.Join(dir, "results.json")); err == nil && json.Unmarshal(rb, &prev) == nil {
-					in.Started, in.Duration = prev.Started, prev.Duration
-				} else {
-					// A run that did not finish: it lasted at least until
-					// its last entry.
-					in.Duration = analyzed.End()
-				}
-				// The verdict is the command's answer; a folder that cannot
-				// take the reports (read-only artifacts) does not change it.
-				if err := report.Write(dir, in); err != nil {
-					fmt.Fprintf(cmd.ErrOrStderr(), "the reports were not rewritten: %v\n", err)
-				} else {
-					printReports(out, dir)
-				}
-			}
-			if code := exitFor(verdict); code != exitValid {
-				return &exitError{code, fmt.Errorf("verdict: %s", verdict)}
-			}
-			return nil
-		},
-	}
-}
-
-// isTerminal reports whether w is a terminal (progress lines are for
-// people; CI logs get none).
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
-}
-
-// progressLine rewrites one line on w with the check's progress, at most
-// twice a second.
-func progressLine(w io.Writer) func(checker.Progress) {
-	var last time.Time
-	return func(p checker.Progress) {
-		if time.Since(last) < 500*time.Millisecond && !p.Done {
-			return
-		}
-		last = time.Now()
-		fmt.Fprintf(w, "\r\033[K%s", p)
-	}
 }

@@ -37,6 +37,8 @@ func TestShrinkRefuses(t *testing.T) {
 		"no run folder":       {"shrink", "--results", results, filepath.Join(dir, "none")},
 		"need above tries":    {"shrink", "--results", results, "--tries", "2", "--need", "3", invalid},
 		"no tries":            {"shrink", "--results", results, "--tries", "0", invalid},
+		"an unknown checker":  {"shrink", "--results", results, "--checker", "no-such", invalid},
+		"another's checker":   {"shrink", "--results", results, "--checker", "unique-ids", invalid},
 	} {
 		if out, code := runCmd(t, args...); code != exitCannotRun {
 			t.Errorf("%s: exit %d, want %d\n%s", name, code, exitCannotRun, out)

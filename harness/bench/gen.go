@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/shardtest/shardtest/harness/report"
 	"github.com/shardtest/shardtest/harness/run"
 	"github.com/shardtest/shardtest/history"
 	"github.com/shardtest/shardtest/protocol"
@@ -63,16 +64,16 @@ func GenRegister(dir string, o RegisterOptions) error {
 	if err != nil {
 		return fmt.Errorf("generate: %w", err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "test.json"), tj, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, report.TestFile), tj, 0o644); err != nil {
 		return fmt.Errorf("generate: %w", err)
 	}
-	f, err := os.Create(filepath.Join(dir, "history.jsonl"))
+	f, err := os.Create(filepath.Join(dir, history.HistoryFile))
 	if err != nil {
 		return fmt.Errorf("generate: %w", err)
 	}
 	defer f.Close()
 	g := &gen{w: bufio.NewWriterSize(f, 1<<20), rng: rand.New(rand.NewPCG(uint64(o.Seed), 2)), state: map[string]*int64{}}
-	g.line(history.Header{Format: history.Format, Version: history.Version, Test: opts.Name, Started: time.Unix(0, 0).UTC()})
+	g.line(history.Header{Format: history.Format, Version: history.Version, Test: opts.Name, Started: genStarted})
 	g.phase(history.PhaseMain, nil)
 	wo := workloads.Options{Entities: o.Entities, Concurrency: o.Workers, PerEntity: o.PerEntity}
 	ws := make([]worker, o.Workers)
@@ -155,11 +156,15 @@ func (g *gen) nemesis(action string) {
 	g.add(history.Op{Kind: history.Nemesis, Process: -1, F: "partition:isolate-one", Value: v})
 }
 
+// genStarted is when a generated run started, on the wall clock.
+var genStarted = time.Unix(0, 0).UTC()
+
 // writeEvents writes the node events of the simulated cluster's healthy
 // life: each node's start, the singletons and coordinator on n1, every
-// shard started once on the node that serves its entities.
+// shard started once on the node that serves its entities. The nodes'
+// clocks are exact: an event's time is the end of its window.
 func writeEvents(dir string, o RegisterOptions) error {
-	w, err := history.CreateEvents(filepath.Join(dir, "events.jsonl"))
+	w, err := history.CreateEvents(filepath.Join(dir, history.EventsFile))
 	if err != nil {
 		return err
 	}
@@ -168,19 +173,20 @@ func writeEvents(dir string, o RegisterOptions) error {
 	add := func(e history.NodeEvent) {
 		seq[e.Node]++
 		e.Seq, e.Incarnation, e.Lo, e.Hi = seq[e.Node], "i"+e.Node, 0, 1000
+		e.Time = genStarted.Add(time.Duration(e.Hi))
 		evs = append(evs, e)
 	}
 	for _, n := range []string{"n1", "n2", "n3"} {
-		add(history.NodeEvent{Node: n, Type: protocol.EventNodeStarted})
+		add(history.NodeEvent{Node: n, Event: protocol.Event{Type: protocol.EventNodeStarted}})
 	}
-	add(history.NodeEvent{Node: "n1", Type: protocol.EventSingletonStarted, Singleton: "shard-coordinator-" + protocol.TypeRegister})
+	add(history.NodeEvent{Node: "n1", Event: protocol.Event{Type: protocol.EventSingletonStarted, Singleton: "shard-coordinator-" + protocol.TypeRegister}})
 	shards := map[string]string{}
 	for i := range o.Entities {
 		e := protocol.TypeRegister + "/r" + strconv.Itoa(i)
 		shards[shardOf(e)] = node(e)
 	}
 	for shard, n := range shards {
-		add(history.NodeEvent{Node: n, Type: protocol.EventShardStarted, EntityType: protocol.TypeRegister, Shard: shard})
+		add(history.NodeEvent{Node: n, Event: protocol.Event{Type: protocol.EventShardStarted, EntityType: protocol.TypeRegister, Shard: shard}})
 	}
 	w.Write(evs...)
 	return w.Close()

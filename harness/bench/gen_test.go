@@ -37,7 +37,7 @@ func TestGeneratedHistoryIsAHealthyRun(t *testing.T) {
 	if err := json.Unmarshal(b, &o); err != nil {
 		t.Fatal(err)
 	}
-	verdict, results := run.Check(context.Background(), o, h, dir)
+	verdict, results := run.Check(context.Background(), o, h, checker.ReadInputs(dir))
 	if verdict != checker.Valid {
 		for _, r := range results {
 			t.Logf("%s %s: %s %v", r.Checker, r.Verdict, r.Summary, r.Evidence)

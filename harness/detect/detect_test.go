@@ -4,12 +4,12 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"slices"
 	"strings"
 	"testing"
 
 	"github.com/shardtest/shardtest/checker"
-	"github.com/shardtest/shardtest/harness/run"
+	"github.com/shardtest/shardtest/harness/scenario"
+	"github.com/shardtest/shardtest/harness/suite"
 	"github.com/shardtest/shardtest/internal/testbin"
 )
 
@@ -18,82 +18,69 @@ var binary string
 
 func TestMain(m *testing.M) { testbin.Main(m, "shardtest-detect-test", &binary) }
 
-// The short matrix: the quick cases, one seed each, on real local
-// clusters. The bug must be caught by its checker, the correct node under
-// the same schedule must not be accused, and the time to detection must
-// lie inside the run. (The long matrix is `shardtest detect`.)
+// The short matrix: two quick cases of the catalogue, one seed each, on
+// real local clusters, two runs at a time. The bug must be caught by its
+// checker, the correct node under the same schedule must not be accused,
+// and the time to detection must lie inside the run. (The long matrix is
+// `shardtest detect`.)
 func TestMatrixShort(t *testing.T) {
-	quick := map[string]bool{"entity-skip-replay": true, "no-coordinator-persistence": true}
-	var outs []Outcome
-	for _, c := range Cases() {
-		if !quick[c.Bug] {
-			continue
+	cases, err := scenario.SelectCases(scenario.Catalog(), "coordinator-crash/no-coordinator-persistence,passivation-churn/drop-passivation-buffer")
+	if err != nil {
+		t.Fatal(err)
+	}
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	s, err := suite.New(suite.Config{Runtime: "local", Results: t.TempDir(), BasePort: 26400, LocalBinary: binary, Parallel: 2, Log: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	outs, res, err := Run(context.Background(), s, cases, []int64{1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(outs) != 2 || len(res.Runs) != 4 {
+		t.Fatalf("%d rows from %d runs, want 2 from 4 (a bug and a correct run each)", len(outs), len(res.Runs))
+	}
+	for i, o := range outs {
+		c := cases[i]
+		sd := o.Seeds[0]
+		if !sd.Detected {
+			t.Errorf("%s not caught by %s: verdict %s (%s)", o.Case, o.Checker, sd.BugVerdict, sd.BugDir)
 		}
-		t.Run(c.Bug, func(t *testing.T) {
-			quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-			o, err := RunCase(context.Background(), c, Options{
-				Seeds: []int64{1}, Results: t.TempDir(), Log: quiet,
-				Runtime: func(args []string) run.Runtime {
-					return run.Local{Binary: binary, BasePort: 26400, NodeArgs: args, Log: quiet}
-				},
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			s := o.Seeds[0]
-			if !s.Detected {
-				t.Errorf("%s not caught by %s: verdict %s (%s)", c.Bug, c.Checker, s.BugVerdict, s.BugDir)
-			}
-			if s.CorrectVerdict == checker.Invalid {
-				t.Errorf("the correct node was judged invalid under %s (%s)", c.Nemesis, s.CorrectDir)
-			}
-			if s.Detected && (s.DetectedAfter <= 0 || s.DetectedAfter > c.Limit*3) {
-				t.Errorf("detected after %v: outside the run", s.DetectedAfter)
-			}
-			outs = append(outs, o)
-		})
+		if sd.CorrectVerdict == checker.Invalid {
+			t.Errorf("%s: the correct node was judged invalid (%s)", o.Case, sd.CorrectDir)
+		}
+		if sd.Detected && (sd.DetectedAfter <= 0 || sd.DetectedAfter > c.Scenario.Limit*3) {
+			t.Errorf("%s detected after %v: outside the run", o.Case, sd.DetectedAfter)
+		}
+		if o.Failed() {
+			t.Errorf("%s fails the matrix", o.Case)
+		}
 	}
 	table := Markdown(outs)
-	for _, want := range []string{"entity-skip-replay", "1 of 1 seeds"} {
+	for _, want := range []string{"coordinator-crash/no-coordinator-persistence", "1 of 1 seeds"} {
 		if !strings.Contains(table, want) {
 			t.Errorf("table lacks %q:\n%s", want, table)
 		}
 	}
 }
 
-func TestMissing(t *testing.T) {
-	got := Missing([]string{"auto-down", "no-such-bug"})
-	if len(got) != 1 || got[0] != "no-such-bug" {
-		t.Errorf("Missing = %v", got)
-	}
-}
-
-// TestCasesAreRunnable: every case's runs (bug and correct node) are tests
-// the harness accepts, its checker is one the workload runs, and the two
-// runs differ only by the bug's flags.
-func TestCasesAreRunnable(t *testing.T) {
-	for _, c := range Cases() {
-		t.Run(c.Name(), func(t *testing.T) {
-			bug, correct := c.Options(3, true), c.Options(3, false)
-			for _, o := range []run.Options{bug, correct} {
-				o.Runtime = "local"
-				if c.Docker {
-					o.Runtime = "docker"
-				}
-				if err := o.Validate(); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if len(bug.NodeArgs) != len(correct.NodeArgs)+len(c.BugArgs) || !slices.Equal(bug.Schedule, correct.Schedule) {
-				t.Errorf("the runs differ by more than the bug: %v vs %v", bug.NodeArgs, correct.NodeArgs)
-			}
-			found := false
-			for _, x := range checker.ForWorkload(c.Workload) {
-				found = found || x.Name() == c.Checker
-			}
-			if !found {
-				t.Errorf("checker %s is not one of the %s workload's", c.Checker, c.Workload)
-			}
-		})
+// A row fails the matrix when it ran and caught nothing, or accused the
+// correct node; a row that did not run (a Docker-only case on the local
+// runtime) fails nothing.
+func TestOutcomeFailed(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		seeds []Seed
+		want  bool
+	}{
+		{"caught in one seed of two", []Seed{{Detected: true}, {}}, false},
+		{"caught in none", []Seed{{}, {}}, true},
+		{"caught, the correct node accused", []Seed{{Detected: true, CorrectVerdict: checker.Invalid}}, true},
+		{"not run", []Seed{{Skipped: "needs --runtime docker"}}, false},
+	} {
+		if got := (Outcome{Seeds: tt.seeds}).Failed(); got != tt.want {
+			t.Errorf("%s: Failed() = %v, want %v", tt.name, got, tt.want)
+		}
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/shardtest/shardtest/checker"
+	"github.com/shardtest/shardtest/history"
 )
 
 // Bounds on the checkers' part of the page. Checkers already keep their
@@ -57,6 +58,8 @@ type (
 	}
 	checkView struct {
 		Name, Verdict, Class, Summary string
+		// Proves is what the checker proves (its registry entry's doc).
+		Proves string
 		// Anchor is the check's id on the page.
 		Anchor   string
 		Evidence []string
@@ -140,6 +143,9 @@ func buildPage(root *os.Root, dir string, in Input) pageView {
 	for _, c := range in.Checks {
 		cv := checkView{Name: clip(c.Checker, 200), Verdict: clip(string(c.Verdict), 40), Class: verdictClass(c.Verdict),
 			Summary: clip(c.Summary, maxSummaryText)}
+		if e, ok := checker.Lookup(c.Checker); ok {
+			cv.Proves = e.Doc
+		}
 		if c.Detection != nil {
 			cv.Summary = clip(c.Summary+" — time to detection: "+c.Detection.String(), maxSummaryText)
 		}
@@ -234,7 +240,7 @@ func buildPage(root *os.Root, dir string, in Input) pageView {
 		}
 	}
 
-	for _, f := range []string{HistoryFile, EventsFile, TestFile, ResultsFile, JUnitFile} {
+	for _, f := range []string{history.HistoryFile, history.EventsFile, TestFile, ResultsFile, JUnitFile} {
 		p.RunFiles = append(p.RunFiles, fileIn(root, f))
 	}
 	logs := logFiles(dir)
@@ -412,6 +418,7 @@ details > summary { cursor: pointer; color: #333; margin: .3em 0; }
 {{range .Checks}}
 <div class="check" id="{{.Anchor}}">
 <h3>{{.Name}} <span class="verdict v-{{.Class}}">{{.Verdict}}</span></h3>
+{{if .Proves}}<p class="note">Checks: {{.Proves}}.</p>{{end}}
 <p>{{.Summary}}</p>
 {{if .Fold}}<details><summary>{{len .Evidence}} lines of evidence</summary><ol class="evidence">{{range .Evidence}}<li>{{.}}</li>{{end}}</ol></details>
 {{else if .Evidence}}<ol class="evidence">{{range .Evidence}}<li>{{.}}</li>{{end}}</ol>{{end}}

@@ -36,8 +36,6 @@ const (
 	JUnitFile   = "junit.xml"
 	TestFile    = "test.json"
 	ResultsFile = "results.json"
-	HistoryFile = "history.jsonl"
-	EventsFile  = "events.jsonl"
 )
 
 // Input is what a report shows about one run.

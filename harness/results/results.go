@@ -18,18 +18,13 @@ import (
 	"sort"
 	"time"
 
+	"github.com/shardtest/shardtest/harness/report"
 	"github.com/shardtest/shardtest/harness/run"
 	"github.com/shardtest/shardtest/history"
 )
 
-// File names inside a run folder.
-const (
-	TestFile    = "test.json"
-	ResultsFile = "results.json"
-	HistoryFile = "history.jsonl"
-	// Latest is the name of the symlinks to the newest run.
-	Latest = "latest"
-)
+// Latest is the name of the symlinks to the newest run.
+const Latest = "latest"
 
 // Verdicts besides those results.json holds ("unchecked", "valid",
 // "invalid", "unknown").
@@ -131,7 +126,7 @@ func List(root string) ([]Run, error) {
 
 // isRun reports whether dir holds any of a run's own files.
 func isRun(dir string) bool {
-	for _, f := range []string{TestFile, ResultsFile, HistoryFile} {
+	for _, f := range []string{report.TestFile, report.ResultsFile, history.HistoryFile} {
 		if _, err := os.Lstat(filepath.Join(dir, f)); err == nil {
 			return true
 		}
@@ -146,9 +141,9 @@ func read(root, name, stamp string) Run {
 	var problems []string
 
 	var o Options
-	switch err := readJSON(filepath.Join(dir, TestFile), &o); {
+	switch err := readJSON(filepath.Join(dir, report.TestFile), &o); {
 	case errors.Is(err, fs.ErrNotExist):
-		problems = append(problems, "no "+TestFile)
+		problems = append(problems, "no "+report.TestFile)
 	case err != nil:
 		problems = append(problems, err.Error())
 	default:
@@ -156,10 +151,10 @@ func read(root, name, stamp string) Run {
 	}
 
 	var res resultFile
-	switch err := readJSON(filepath.Join(dir, ResultsFile), &res); {
+	switch err := readJSON(filepath.Join(dir, report.ResultsFile), &res); {
 	case errors.Is(err, fs.ErrNotExist):
 		r.Verdict = VerdictIncomplete
-		problems = append(problems, "no "+ResultsFile+": the run did not finish (harness killed or still running)")
+		problems = append(problems, "no "+report.ResultsFile+": the run did not finish (harness killed or still running)")
 	case err != nil:
 		r.Verdict = VerdictUnreadable
 		problems = append(problems, err.Error())

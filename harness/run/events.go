@@ -118,12 +118,7 @@ func pollEvents(ctx context.Context, w *history.EventsWriter, now func() int64, 
 				continue
 			}
 			seen[k] = true
-			out = append(out, history.NodeEvent{
-				Node: n.Name, Lo: lo, Hi: hi,
-				Seq: e.Seq, Incarnation: e.Incarnation, Type: e.Type, Member: e.Member, Peer: e.Peer,
-				Singleton: e.Singleton, EntityType: e.EntityType, Shard: e.Shard, Entity: e.Entity,
-				EntityIncarnation: e.EntityIncarnation, Detail: e.Detail,
-			})
+			out = append(out, history.NodeEvent{Node: n.Name, Lo: lo, Hi: hi, Event: e})
 		}
 		if err := w.Write(out...); err != nil {
 			log(n.Name, err)

@@ -108,5 +108,10 @@ func TestCollectEvents(t *testing.T) {
 		if e.Lo > at.after || e.Hi < at.before {
 			t.Errorf("%s logged in [%d, %d], outside its window [%d, %d]", e.Type, at.before, at.after, e.Lo, e.Hi)
 		}
+		// The node's own time is kept as it logged it (here the node's
+		// clock is the test's).
+		if e.Time.Before(start.Add(-time.Millisecond)) || e.Time.After(time.Now()) {
+			t.Errorf("%s: node time %v, not when it was logged", e.Type, e.Time)
+		}
 	}
 }

@@ -81,8 +81,9 @@ type Options struct {
 	Schedule []nemesis.Step `json:"schedule,omitempty"`
 	// Scenario names the scenario these options come from, if any.
 	Scenario string `json:"scenario,omitempty"`
-	// Expect adds the scenario's own checkers to the workload's.
-	Expect []Expectation `json:"expect,omitempty"`
+	// Expect adds the scenario's own checkers to the workload's: what
+	// must hold in that situation beyond the workload's properties.
+	Expect []checker.Spec `json:"expect,omitempty"`
 
 	// Recorded by Run, not set by the user: the harness's build, the
 	// image the nodes ran from (Docker) and the capabilities the
@@ -145,8 +146,8 @@ func (o Options) Validate() error {
 		}
 	}
 	for _, e := range o.Expect {
-		if _, err := e.Checker(); err != nil {
-			return err
+		if _, err := checker.Build(e); err != nil {
+			return fmt.Errorf("expectation: %w", err)
 		}
 	}
 	return nil
@@ -187,22 +188,24 @@ type Result struct {
 	Checks  []checker.Result `json:"checks"`
 }
 
-// Check runs the workload's checkers, and the expectations of o, on a
-// stored run's history; their files (visualizations) go into dir.
-func Check(ctx context.Context, o Options, h *history.File, dir string) (checker.Verdict, []checker.Result) {
+// Check runs the checkers of a run of o (the workload's, recovered with
+// faults, the expectations) on a history in memory and what was recorded
+// with it; their files (visualizations) go into in.Out.
+func Check(ctx context.Context, o Options, h *history.File, in checker.Inputs) (checker.Verdict, []checker.Result) {
 	checkers, results := o.checkers()
 	for _, c := range checkers {
-		results = append(results, c.Check(ctx, h, dir))
+		results = append(results, c.Check(ctx, h, in))
 	}
 	return judge(results, h)
 }
 
-// CheckFile is Check on the history in the run folder dir, in one pass
-// that does not hold the history (checker.CheckFile). It returns the
-// history as far as it was held (its outline).
+// CheckFile is Check on the run stored in the folder dir: its node events
+// and status samples read once for every checker (checker.ReadInputs), its
+// history in one pass that does not hold it (checker.CheckFile). It
+// returns the history as far as it was held (its outline).
 func CheckFile(ctx context.Context, o Options, dir string, fo checker.FileOptions) (checker.Verdict, []checker.Result, *history.File, error) {
 	checkers, results := o.checkers()
-	rs, h, err := checker.CheckFile(ctx, filepath.Join(dir, "history.jsonl"), checkers, dir, fo)
+	rs, h, err := checker.CheckFile(ctx, filepath.Join(dir, history.HistoryFile), checkers, checker.ReadInputs(dir), fo)
 	if err != nil {
 		return checker.Unknown, nil, nil, err
 	}
@@ -210,29 +213,28 @@ func CheckFile(ctx context.Context, o Options, dir string, fo checker.FileOption
 	return v, all, h, nil
 }
 
-// checkers are the workload's checkers and the expectations of o; results
+// Checker returns the checker called name that a run of o judges by (the
+// workload's, the scenario's expectations, recovered), if it has one.
+func (o Options) Checker(name string) (checker.Checker, bool) {
+	cs, _ := o.checkers()
+	for _, c := range cs {
+		if c.Name() == name {
+			return c, true
+		}
+	}
+	return nil, false
+}
+
+// checkers are the registry's checkers of a run of o (checker.For): the
+// workload's, recovered with faults, and the expectations of o; results
 // holds the expectations that could not be built (unknown).
 func (o Options) checkers() (checkers []checker.Checker, results []checker.Result) {
-	results = []checker.Result{}
-	for _, c := range checker.ForWorkload(o.Workload) {
-		// A checker with nothing to judge in this implementation (no
-		// singleton, no coordinator) is left out rather than unknown.
-		if checker.Applies(c, o.Capabilities) {
-			checkers = append(checkers, c)
-		}
-	}
-	if o.faults() != "" {
-		checkers = append(checkers, checker.Recovered{})
-	}
-	for _, e := range o.Expect {
-		c, err := e.Checker()
-		if err != nil {
-			results = append(results, checker.Result{Checker: e.Name, Verdict: checker.Unknown, Summary: err.Error()})
-			continue
-		}
-		checkers = append(checkers, c)
-	}
-	return checkers, results
+	p := o.checkPlan()
+	return p.Checkers, append([]checker.Result{}, p.Refused...)
+}
+
+func (o Options) checkPlan() checker.Plan {
+	return checker.For(o.Workload, o.Capabilities, o.faults() != "", o.Expect)
 }
 
 // judge dates the violations and combines the verdicts; h needs only the
@@ -295,11 +297,11 @@ func (t *Test) Run(ctx context.Context, resultsRoot string) (Result, error) {
 	}
 	t.Options.RunID = o.RunID
 	o.HarnessVersion = harnessVersion()
-	if err := writeJSON(filepath.Join(dir, "test.json"), o); err != nil {
+	if err := writeJSON(filepath.Join(dir, report.TestFile), o); err != nil {
 		return res, err
 	}
 	linkLatest(resultsRoot, o.Name, dir)
-	hw, err := history.Create(filepath.Join(dir, "history.jsonl"), o.Name, start)
+	hw, err := history.Create(filepath.Join(dir, history.HistoryFile), o.Name, start)
 	if err != nil {
 		return res, err
 	}
@@ -340,16 +342,14 @@ func (t *Test) Run(ctx context.Context, resultsRoot string) (Result, error) {
 	// what they declare (the checkers that apply follow from it), also
 	// for a run the implementation refuses.
 	o.Capabilities = caps.Capabilities
-	if werr := writeJSON(filepath.Join(dir, "test.json"), o); werr != nil && err == nil {
+	if werr := writeJSON(filepath.Join(dir, report.TestFile), o); werr != nil && err == nil {
 		err = werr
 	}
 	if err != nil {
 		return res, err
 	}
-	for _, c := range checker.ForWorkload(o.Workload) {
-		if !checker.Applies(c, o.Capabilities) {
-			t.Log.Info("leaving out a checker with nothing to judge in this implementation", "checker", c.Name(), "capabilities", o.Capabilities)
-		}
+	for _, name := range o.checkPlan().LeftOut {
+		t.Log.Info("leaving out a checker with nothing to judge in this implementation", "checker", name, "capabilities", o.Capabilities)
 	}
 	nem, err := t.nemesis(cl, caps, hw)
 	if err != nil {
@@ -364,7 +364,7 @@ func (t *Test) Run(ctx context.Context, resultsRoot string) (Result, error) {
 		stopEvents = sync.OnceFunc(stop)
 		defer stopEvents()
 	}
-	stopSamples, err := t.recordStatus(ctx, filepath.Join(dir, "status.jsonl"), clusterNodes(cl), hw)
+	stopSamples, err := t.recordStatus(ctx, filepath.Join(dir, history.StatusFile), clusterNodes(cl), hw)
 	if err != nil {
 		return res, err
 	}
@@ -411,7 +411,7 @@ func (t *Test) Run(ctx context.Context, resultsRoot string) (Result, error) {
 	res.Summary = counter.Summary()
 	res.Verdict, res.Checks = verdict, checks
 	res.Duration = time.Since(start)
-	if err := writeJSON(filepath.Join(dir, "results.json"), res); err != nil {
+	if err := writeJSON(filepath.Join(dir, report.ResultsFile), res); err != nil {
 		return res, err
 	}
 	// The reports are for people and CI; results.json holds the verdict,
@@ -771,7 +771,7 @@ func (plannedCluster) RemoveNode(context.Context, string) error { return nemesis
 // recordEvents collects every node's events into events.jsonl until the
 // returned stop is called (after the final phase).
 func (t *Test) recordEvents(ctx context.Context, dir string, cl Cluster, hw *history.Writer) (stop func(), err error) {
-	ew, err := history.CreateEvents(filepath.Join(dir, "events.jsonl"))
+	ew, err := history.CreateEvents(filepath.Join(dir, history.EventsFile))
 	if err != nil {
 		return nil, err
 	}
@@ -1009,4 +1009,31 @@ func features(rt Runtime) []string {
 		return f.Features()
 	}
 	return nil
+}
+
+// ReadOptions reads a stored run's test.json from its folder dir: the
+// options, and the file as stored.
+func ReadOptions(dir string) (Options, []byte, error) {
+	var o Options
+	b, err := os.ReadFile(filepath.Join(dir, report.TestFile))
+	if err != nil {
+		return o, nil, fmt.Errorf("read test.json: %w", err)
+	}
+	if err := json.Unmarshal(b, &o); err != nil {
+		return o, nil, fmt.Errorf("%s: %w", filepath.Join(dir, report.TestFile), err)
+	}
+	return o, b, nil
+}
+
+// ReadResult reads a stored run's results.json from its folder dir.
+func ReadResult(dir string) (Result, error) {
+	var r Result
+	b, err := os.ReadFile(filepath.Join(dir, report.ResultsFile))
+	if err != nil {
+		return r, fmt.Errorf("read results.json: %w", err)
+	}
+	if err := json.Unmarshal(b, &r); err != nil {
+		return r, fmt.Errorf("%s: %w", filepath.Join(dir, report.ResultsFile), err)
+	}
+	return r, nil
 }

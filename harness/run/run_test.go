@@ -501,7 +501,7 @@ func TestCheckOfAHistoryCutShort(t *testing.T) {
 			h := &history.File{Header: history.Header{Format: history.Format, Version: history.Version}, Ops: ops}
 			// No events or samples here: judge by linearizable, which has
 			// the history alone to go by.
-			_, results := Check(context.Background(), Options{Workload: "register"}, h, "")
+			_, results := Check(context.Background(), Options{Workload: "register"}, h, checker.Inputs{})
 			for _, r := range results {
 				if r.Checker == "linearizable" && r.Verdict != tt.want {
 					t.Fatalf("linearizable: %s %q, want %s", r.Verdict, r.Summary, tt.want)

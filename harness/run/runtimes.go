@@ -2,6 +2,7 @@ package run
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -230,4 +231,31 @@ func (l localFaults) AddNode(ctx context.Context) (nemesis.Node, error) {
 
 func (l localFaults) RemoveNode(ctx context.Context, name string) error {
 	return l.c.RemoveNode(ctx, name)
+}
+
+// RuntimeConfig is where a test's nodes run, as a command's flags say.
+type RuntimeConfig struct {
+	// Binary is the static shardtest binary of the reference image
+	// (docker); BasePort the journal's port (local).
+	Binary   string
+	BasePort int
+	// LocalBinary is the shardtest executable the local runtime starts
+	// (default: this one; tests give a build of the command).
+	LocalBinary string
+	Log         *slog.Logger
+}
+
+// NewRuntime returns the runtime o names, with o's image, node flags and
+// settings.
+func NewRuntime(o Options, c RuntimeConfig) (Runtime, error) {
+	switch o.Runtime {
+	case "docker":
+		return Docker{Binary: c.Binary, Image: o.Image, NodeArgs: o.NodeArgs, Settings: o.NodeSettings, Log: c.Log}, nil
+	case "local":
+		if c.Binary != "" || o.Image != "" {
+			return nil, errors.New("--binary and --image are for --runtime docker")
+		}
+		return Local{Binary: c.LocalBinary, BasePort: c.BasePort, NodeArgs: o.NodeArgs, Settings: o.NodeSettings, Log: c.Log}, nil
+	}
+	return nil, fmt.Errorf("--runtime %q: want docker or local", o.Runtime)
 }

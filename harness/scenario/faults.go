@@ -1,7 +1,7 @@
 package scenario
 
 import (
-	"github.com/shardtest/shardtest/harness/run"
+	"github.com/shardtest/shardtest/checker"
 	"github.com/shardtest/shardtest/nemesis"
 )
 
@@ -29,10 +29,8 @@ type shapeSpec struct {
 	// smoke: the idgen run is in CI's smoke subset (the one-way partition
 	// of the oldest found a bug).
 	smoke bool
-	// bug: the deliberate bug this shape's idgen run catches, if any.
-	bug     string
-	bugArgs []string
-	checker string
+	// bugs: the deliberate bugs this shape's idgen run catches, if any.
+	bugs []Bug
 }
 
 // shapes are the partition shapes with a scenario each per workload.
@@ -40,7 +38,8 @@ func shapes() []shapeSpec {
 	return []shapeSpec{
 		{shape: "asymmetric", target: "oldest", survivors: true, smoke: true,
 			cut: "packets from 2 nodes (the oldest among them) to the other 3 are lost, the other direction passes: the 2 hear everyone, nobody hears them, and no TCP stream works either way",
-			bug: "blind-to-one-way", bugArgs: []string{"--bugs=blind-to-one-way"}, checker: "singleton-events"},
+			bugs: []Bug{{Name: "blind-to-one-way", Args: []string{"--bugs=blind-to-one-way"}, Checker: "singleton-events",
+				Why: "heartbeats' observations and down notices are ignored, so the oldest, whose packets are lost one-way, never learns that the others see it unreachable or downed it, and keeps its singletons after they started them again"}}},
 		{shape: "bridge", target: "oldest",
 			cut: "two halves of 2 (the oldest in one) that cannot see each other, and one node that sees both"},
 		{shape: "majorities-ring",
@@ -48,7 +47,12 @@ func shapes() []shapeSpec {
 		{shape: "isolate-one", survivors: true, cut: "one random node cut off from the other 4"},
 		{shape: "isolate-oldest", survivors: true,
 			cut: "the oldest (the singletons' and coordinators' home) cut off from the other 4",
-			bug: "auto-down", bugArgs: autoDown, checker: "singleton-events"},
+			bugs: []Bug{
+				{Name: "auto-down", Args: autoDown, Checker: "singleton-events",
+					Why: "both sides of the partition down each other after 2 s and keep or start the singleton: two id-generators at once"},
+				{Name: "singleton-no-fencing", Args: []string{"--bugs=auto-down,singleton-no-fencing", "--downing=auto-down", "--auto-down-after=2s"}, Checker: "unique-ids",
+					Why: "two id-generators (auto-down) without the journal's fencing hand out the same ids"},
+			}},
 		{shape: "isolate-coordinator", survivors: true, cut: "the node running a shard coordinator cut off from the other 4"},
 		{shape: "isolate-singleton", survivors: true, cut: "the node running the id-generator singleton cut off from the other 4"},
 		{shape: "random-halves", survivors: true, cut: "a random 2|3 split"},
@@ -76,16 +80,14 @@ func partitionScenario(sp shapeSpec, workload string) Scenario {
 		s.Entities = 1
 		s.Holds = "never two id-generators or coordinators at once (singleton-events, single-instance); ids unique and increasing in real time (unique-ids)"
 		s.Smoke = sp.smoke
-		if sp.bug != "" {
-			s.Bug, s.BugArgs, s.Checker = sp.bug, sp.bugArgs, sp.checker
-		}
+		s.Bugs = sp.bugs
 	default:
 		s.Entities = 50
 		s.Holds = "no shard in two regions (hand-off), no two incarnations of an entity (single-instance) or coordinators (singleton-events); reads never go back (linearizable)"
 	}
 	if sp.survivors {
 		s.Holds += "; the surviving side serves every entity once the resolver has acted (served-during-fault)"
-		s.Expect = []run.Expectation{{Name: "served-during-fault", Fault: "partition:" + sp.shape, Settle: splitSettle}}
+		s.Expect = []checker.Spec{{Name: "served-during-fault", Fault: "partition:" + sp.shape, Settle: splitSettle}}
 	}
 	return s
 }
@@ -214,7 +216,7 @@ func faultScenarios() []Scenario {
 			Nodes:  3, Workload: "register", Entities: 30, Rate: 300, Limit: 20 * sec,
 			Settings: map[string]string{"passivate-idle-after": "30ms"},
 			Schedule: []nemesis.Step{targeted(at(3*sec, "clock:drift"), "all"), heal(17*sec, "clock:drift")},
-			Expect:   []run.Expectation{{Name: "passivated", Min: 5}},
+			Expect:   []checker.Spec{{Name: "passivated", Min: 5}},
 		},
 	)
 	return out

@@ -18,6 +18,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/shardtest/shardtest/checker"
 	"github.com/shardtest/shardtest/harness/run"
 	"github.com/shardtest/shardtest/nemesis"
 )
@@ -47,18 +48,11 @@ type Scenario struct {
 	Nemesis  string
 	Interval time.Duration
 	// Expect are the scenario's own checkers, beyond the workload's.
-	Expect []run.Expectation
-	// Bug is the reference node's deliberate bug the scenario is meant to
-	// catch (with the node flags that switch it on) and the checker that
-	// must then say invalid; empty when none of the bugs is about this
-	// situation.
-	Bug     string
-	BugArgs []string
-	Checker string
-	// BugTries: the bug does damage only when the system loses a race,
-	// so --with-bugs runs it on up to this many seeds until it is caught
-	// (0 or 1: once). Measured catch rates are in docs/scenarios.md.
-	BugTries int
+	Expect []checker.Spec
+	// Bugs are the reference node's deliberate bugs the scenario is meant
+	// to catch: each, switched on, is a detection case (Case). None when no
+	// bug is about this situation.
+	Bugs []Bug
 	// Smoke: part of the quick subset CI runs on every change.
 	Smoke bool
 	// Docker: the schedule needs the Docker runtime (kernel packet
@@ -66,9 +60,111 @@ type Scenario struct {
 	Docker bool
 }
 
-// Options returns the run options of the scenario for seed on runtime.
-// withBug switches the scenario's deliberate bug on.
-func (s Scenario) Options(seed int64, runtime string, withBug bool) run.Options {
+// Bug is a deliberate bug of the reference node that a scenario is meant
+// to catch: with it switched on the scenario's run must be judged invalid
+// by Checker; on the correct node, under the same schedule, by nothing.
+type Bug struct {
+	// Name is the bug (docs/reference-node.md, the node's --bugs).
+	Name string
+	// Args are the node flags that switch it on, with whatever it needs
+	// besides (a downing strategy only the bug allows).
+	Args []string
+	// Checker must say invalid with the bug on.
+	Checker string
+	// Why says why the scenario exposes the bug.
+	Why string
+	// Tries: the bug does damage only when the system loses a race, so it
+	// is tried on up to this many seeds until caught (0 or 1: once).
+	// Measured catch rates are in docs/scenarios.md.
+	Tries int
+}
+
+// TrySeed is the seed of a bug's try (from 0) of a run of seed: further
+// tries take seeds no other run of a suite takes.
+func (b Bug) TrySeed(seed int64, try int) int64 { return seed + int64(try)*trySeedStep }
+
+// MaxTries is how many tries the bug gets (at least one).
+func (b Bug) MaxTries() int { return max(b.Tries, 1) }
+
+// trySeedStep separates the seeds of a bug's further tries.
+const trySeedStep = 1000
+
+// Case is a scenario with one of its bugs switched on: a row of the
+// detection matrix (shardtest detect) and a run of test-all --with-bugs.
+type Case struct {
+	Scenario Scenario
+	Bug      Bug
+}
+
+// Name names the case: scenario/bug.
+func (c Case) Name() string { return c.Scenario.Name + "/" + c.Bug.Name }
+
+// Cases returns every bug of every scenario of ss, in their order.
+func Cases(ss []Scenario) []Case {
+	var out []Case
+	for _, s := range ss {
+		for _, b := range s.Bugs {
+			out = append(out, Case{Scenario: s, Bug: b})
+		}
+	}
+	return out
+}
+
+// SelectCases returns the cases of ss that filter names (comma-separated
+// case names, scenario names or bug names, each taking every case it
+// matches; "" is every case).
+func SelectCases(ss []Scenario, filter string) ([]Case, error) {
+	all := Cases(ss)
+	if strings.TrimSpace(filter) == "" {
+		return all, nil
+	}
+	var out []Case
+	seen := map[string]bool{}
+	for _, w := range strings.Split(filter, ",") {
+		w = strings.TrimSpace(w)
+		if w == "" {
+			continue
+		}
+		found := false
+		for _, c := range all {
+			if c.Name() == w || c.Scenario.Name == w || c.Bug.Name == w {
+				found = true
+				if !seen[c.Name()] {
+					seen[c.Name()] = true
+					out = append(out, c)
+				}
+			}
+		}
+		if !found {
+			var names []string
+			for _, c := range all {
+				names = append(names, c.Name())
+			}
+			return nil, fmt.Errorf("no case %q (a case, scenario or bug name; known cases: %s)", w, strings.Join(names, ", "))
+		}
+	}
+	return out, nil
+}
+
+// MissingBugs lists the bugs of known that no scenario of ss catches.
+func MissingBugs(ss []Scenario, known []string) []string {
+	have := map[string]bool{}
+	for _, c := range Cases(ss) {
+		have[c.Bug.Name] = true
+	}
+	var out []string
+	for _, b := range known {
+		if !have[b] {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+// Options returns the run options of the scenario for seed on runtime,
+// with bug switched on (nil: the correct node). A run with a bug is named
+// <scenario>-bug-<bug>.
+func (s Scenario) Options(seed int64, runtime string, bug *Bug) run.Options {
 	o := run.Options{
 		Name: s.Name, Scenario: s.Name, Runtime: runtime, Workload: s.Workload,
 		Nodes: s.Nodes, Concurrency: s.Concurrency, Rate: s.Rate,
@@ -78,17 +174,23 @@ func (s Scenario) Options(seed int64, runtime string, withBug bool) run.Options 
 		Schedule: nemesis.SeedSchedule(s.Schedule, seed), Expect: slices.Clone(s.Expect),
 	}
 	if o.Concurrency == 0 {
-		o.Concurrency = 6
+		o.Concurrency = DefaultConcurrency
 	}
 	if o.OpTimeout == 0 {
-		o.OpTimeout = 5 * time.Second
+		o.OpTimeout = DefaultOpTimeout
 	}
-	if withBug && s.Bug != "" {
-		o.Name += "-bug-" + s.Bug
-		o.NodeArgs = append(o.NodeArgs, s.BugArgs...)
+	if bug != nil {
+		o.Name += "-bug-" + bug.Name
+		o.NodeArgs = append(o.NodeArgs, bug.Args...)
 	}
 	return o
 }
+
+// The defaults of every scenario that does not set its own.
+const (
+	DefaultConcurrency = 6
+	DefaultOpTimeout   = 5 * time.Second
+)
 
 // FaultDoc describes the fault schedule in one line.
 func (s Scenario) FaultDoc() string {
@@ -144,9 +246,9 @@ func majoritySplit(name string, nodes int, split string, smoke bool) Scenario {
 			"(single-instance, hand-off, singleton-events), reads never go back (linearizable)",
 		Nodes: nodes, Workload: "register", Entities: 50, Limit: 40 * sec,
 		Schedule: []nemesis.Step{at(5*sec, "partition:halves"), heal(30*sec, "partition:halves")},
-		Expect:   []run.Expectation{{Name: "served-during-fault", Fault: "partition:halves", Settle: splitSettle}},
-		Bug:      "auto-down", BugArgs: autoDown, Checker: "singleton-events",
-		Smoke: smoke,
+		Expect:   []checker.Spec{{Name: "served-during-fault", Fault: "partition:halves", Settle: splitSettle}},
+		Bugs:     []Bug{{Name: "auto-down", Args: autoDown, Checker: "singleton-events", Why: "each side of the split downs the other after 2 s and keeps or starts the singletons and coordinators: two instances at once"}},
+		Smoke:    smoke,
 	}
 }
 
@@ -160,8 +262,8 @@ func Catalog() []Scenario {
 				"and no shard ever runs in two regions (hand-off); no two incarnations of an entity at once (single-instance)",
 			Nodes: 3, Workload: "register", Entities: 50, Limit: 30 * sec,
 			Schedule: []nemesis.Step{at(8*sec, "kill:coordinator"), heal(20*sec, "kill:coordinator")},
-			Bug:      "no-coordinator-persistence", BugArgs: []string{"--bugs=no-coordinator-persistence"}, Checker: "hand-off",
-			Smoke: true,
+			Bugs:     []Bug{{Name: "no-coordinator-persistence", Args: []string{"--bugs=no-coordinator-persistence"}, Checker: "hand-off", Why: "the new coordinator starts empty and allocates shards that still run elsewhere: one shard in two regions"}},
+			Smoke:    true,
 		},
 		{
 			Name:   "oldest-leaves",
@@ -170,7 +272,7 @@ func Catalog() []Scenario {
 				"messages buffered during the hand-offs arrive in each sender's order (sender-order) and none is lost (append-log)",
 			Nodes: 3, Workload: "append", Entities: 20, Limit: 30 * sec,
 			Schedule: []nemesis.Step{at(8*sec, "member:leave-oldest"), heal(22*sec, "member:leave-oldest")},
-			Bug:      "reorder-buffered", BugArgs: []string{"--bugs=reorder-buffered"}, Checker: "sender-order",
+			Bugs:     []Bug{{Name: "reorder-buffered", Args: []string{"--bugs=reorder-buffered"}, Checker: "sender-order", Why: "tells a sender pipelined while their shard was between homes wait in the region's buffer and come out newest first"}},
 		},
 		{
 			Name:   "oldest-three-crash",
@@ -188,8 +290,8 @@ func Catalog() []Scenario {
 				at(13*sec, "member:down-unreachable"), heal(14*sec, "member:down-unreachable"),
 				heal(30*sec, "kill:oldest-half"),
 			},
-			Expect: []run.Expectation{{Name: "served-during-fault", Fault: "kill:oldest-half", Settle: 15 * sec}},
-			Bug:    "entity-skip-replay", BugArgs: []string{"--bugs=entity-skip-replay"}, Checker: "linearizable",
+			Expect: []checker.Spec{{Name: "served-during-fault", Fault: "kill:oldest-half", Settle: 15 * sec}},
+			Bugs:   []Bug{{Name: "entity-skip-replay", Args: []string{"--bugs=entity-skip-replay"}, Checker: "linearizable", Why: "the crashed nodes' entities restart elsewhere from an empty state: reads go back in time"}},
 		},
 		{
 			Name:   "join-rebalance",
@@ -202,8 +304,8 @@ func Catalog() []Scenario {
 				keyed(at(5*sec, "member:join"), "first"), keyed(at(12*sec, "member:join"), "second"),
 				keyed(heal(26*sec, "member:join"), "second"), keyed(heal(28*sec, "member:join"), "first"),
 			},
-			Expect: []run.Expectation{{Name: "shards-moved", Min: 2}},
-			Bug:    "drop-buffered-on-hand-off", BugArgs: []string{"--bugs=drop-buffered-on-hand-off"}, Checker: "liveness",
+			Expect: []checker.Spec{{Name: "shards-moved", Min: 2}},
+			Bugs:   []Bug{{Name: "drop-buffered-on-hand-off", Args: []string{"--bugs=drop-buffered-on-hand-off"}, Checker: "liveness", Why: "messages buffered while shards move to the joined nodes are thrown away, so asks on a healthy cluster get no answer"}},
 		},
 		majoritySplit("majority-split", 3, "2|1", true),
 		majoritySplit("majority-split-9", 9, "4|5", false),
@@ -219,7 +321,7 @@ func Catalog() []Scenario {
 			// waits until the heal.
 			Nodes: 3, Workload: "register", Entities: 1000, Concurrency: 30, Rate: 300, Limit: 25 * sec, OpTimeout: 20 * sec,
 			Schedule: []nemesis.Step{targeted(at(8*sec, "partition:journal-cut"), "all"), heal(14*sec, "partition:journal-cut")},
-			Expect:   []run.Expectation{{Name: "answered-after-heal", Fault: "partition:journal-cut"}},
+			Expect:   []checker.Spec{{Name: "answered-after-heal", Fault: "partition:journal-cut"}},
 			Docker:   true,
 		},
 		{
@@ -247,7 +349,7 @@ func Catalog() []Scenario {
 				targeted(at(5*sec, "partition:journal-cut"), "younger"), at(6*sec, "member:join"),
 				heal(18*sec, "partition:journal-cut"), heal(22*sec, "member:join"),
 			},
-			Bug: "start-before-stopped", BugArgs: []string{"--bugs=start-before-stopped"}, Checker: "hand-off",
+			Bugs:   []Bug{{Name: "start-before-stopped", Args: []string{"--bugs=start-before-stopped"}, Checker: "hand-off", Why: "a node cut off from the journal cannot stop its entities quickly (their writes hang) when a join moves its shards; a coordinator that does not wait for ShardStopped lets the shard start on the new node (for a message to another of its entities: 400 entities over 100 shards) while the old one still runs"}},
 			Docker: true,
 		},
 		{
@@ -259,9 +361,9 @@ func Catalog() []Scenario {
 			Settings: map[string]string{"passivate-idle-after": "30ms"},
 			// The premise: entities did passivate (an implementation may
 			// ignore the setting; then the scenario is unknown, not valid).
-			Expect: []run.Expectation{{Name: "passivated", Min: 5}},
-			Bug:    "drop-passivation-buffer", BugArgs: []string{"--bugs=drop-passivation-buffer"}, Checker: "liveness",
-			Smoke: true,
+			Expect: []checker.Spec{{Name: "passivated", Min: 5}},
+			Bugs:   []Bug{{Name: "drop-passivation-buffer", Args: []string{"--bugs=drop-passivation-buffer"}, Checker: "liveness", Why: "messages held while an entity passivates are thrown away, so asks on a healthy cluster never get an answer"}},
+			Smoke:  true,
 		},
 		{
 			Name:   "pause-oldest",
@@ -278,7 +380,7 @@ func Catalog() []Scenario {
 			// --with-bugs tries up to 10 (all 10 missed: about 1 in 1,500).
 			Nodes: 3, Workload: "idgen", Entities: 1, Concurrency: 30, Limit: 40 * sec, OpTimeout: 30 * sec,
 			Schedule: []nemesis.Step{at(5*sec, "pause:oldest"), heal(25*sec, "pause:oldest")},
-			Bug:      "singleton-no-fencing", BugArgs: []string{"--bugs=singleton-no-fencing"}, Checker: "unique-ids", BugTries: 10,
+			Bugs:     []Bug{{Name: "singleton-no-fencing", Args: []string{"--bugs=singleton-no-fencing"}, Checker: "unique-ids", Tries: 10, Why: "the thawed oldest serves the requests that waited in its sockets as the id-generator before it hears it was downed; without the journal's fencing its ids are ones the new singleton also hands out"}},
 		},
 		{
 			Name:   "clock-storm",
@@ -301,7 +403,7 @@ func Catalog() []Scenario {
 				"the mode allows them, none with de-duplication (delivery)",
 			Nodes: 3, Workload: "deliver", Entities: 20, Limit: 40 * sec,
 			Nemesis: "partition,kill", Interval: 5 * sec,
-			Bug: "entity-skip-replay", BugArgs: []string{"--bugs=entity-skip-replay"}, Checker: "delivery",
+			Bugs:  []Bug{{Name: "entity-skip-replay", Args: []string{"--bugs=entity-skip-replay"}, Checker: "delivery", Why: "at-least-once senders restarted after a crash forget the messages they stored: acknowledged messages never arrive"}},
 			Smoke: true,
 		},
 	}

@@ -30,10 +30,14 @@ func TestCatalog(t *testing.T) {
 			if s.Danger == "" || s.Holds == "" {
 				t.Error("a scenario says what is dangerous and what must hold")
 			}
-			for _, withBug := range []bool{false, true} {
-				o := s.Options(7, "local", withBug)
+			bugs := []*Bug{nil}
+			for i := range s.Bugs {
+				bugs = append(bugs, &s.Bugs[i])
+			}
+			for _, bug := range bugs {
+				o := s.Options(7, "local", bug)
 				if err := o.Validate(); err != nil {
-					t.Fatalf("options (bug %v): %v", withBug, err)
+					t.Fatalf("options (bug %v): %v", bug, err)
 				}
 				if o.Scenario != s.Name || o.Seed != 7 {
 					t.Errorf("options name the scenario %q, seed %d", o.Scenario, o.Seed)
@@ -45,28 +49,27 @@ func TestCatalog(t *testing.T) {
 					t.Error("the smoke subset runs on the local runtime: no docker-only scenario")
 				}
 			}
-			if s.Bug == "" {
-				return
-			}
-			if !slices.Contains(node.KnownBugs(), s.Bug) {
-				t.Errorf("bug %q is not one of the reference node's %v", s.Bug, node.KnownBugs())
-			}
-			if !slices.ContainsFunc(s.BugArgs, func(a string) bool { return strings.HasPrefix(a, "--bugs=") && strings.Contains(a, s.Bug) }) {
-				t.Errorf("bug args %v do not switch %s on", s.BugArgs, s.Bug)
-			}
-			w, err := workloads.Named(s.Workload)
-			if err != nil {
+			if _, err := workloads.Named(s.Workload); err != nil {
 				t.Fatal(err)
 			}
-			var names []string
-			for _, c := range checker.ForWorkload(w.Name()) {
-				names = append(names, c.Name())
-			}
-			for _, e := range s.Expect {
-				names = append(names, e.Name)
-			}
-			if !slices.Contains(names, s.Checker) {
-				t.Errorf("checker %q is not among the run's %v", s.Checker, names)
+			for _, b := range s.Bugs {
+				if !slices.Contains(node.KnownBugs(), b.Name) {
+					t.Errorf("bug %q is not one of the reference node's %v", b.Name, node.KnownBugs())
+				}
+				if !slices.ContainsFunc(b.Args, func(a string) bool { return strings.HasPrefix(a, "--bugs=") && strings.Contains(a, b.Name) }) {
+					t.Errorf("bug args %v do not switch %s on", b.Args, b.Name)
+				}
+				if b.Why == "" {
+					t.Errorf("bug %s: a case says why the scenario exposes it", b.Name)
+				}
+				if _, ok := s.Options(3, "local", &b).Checker(b.Checker); !ok {
+					t.Errorf("bug %s: checker %q does not judge the scenario's runs", b.Name, b.Checker)
+				}
+				// The two runs of a case differ by the bug's flags alone.
+				bug, correct := s.Options(3, "local", &b), s.Options(3, "local", nil)
+				if !slices.Equal(bug.NodeArgs, append(slices.Clone(correct.NodeArgs), b.Args...)) || !slices.Equal(bug.Schedule, correct.Schedule) {
+					t.Errorf("bug %s: the runs differ by more than the bug: %v vs %v", b.Name, bug.NodeArgs, correct.NodeArgs)
+				}
 			}
 		})
 	}
@@ -82,7 +85,7 @@ func TestOptionsSeedTheSchedule(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, b, c := s.Options(1, "local", false), s.Options(1, "local", false), s.Options(2, "local", false)
+	a, b, c := s.Options(1, "local", nil), s.Options(1, "local", nil), s.Options(2, "local", nil)
 	if !slices.Equal(a.Schedule, b.Schedule) {
 		t.Fatal("same seed, different schedules")
 	}
@@ -183,13 +186,64 @@ func TestPartitionShapesRunOnFiveNodesBothWays(t *testing.T) {
 // named by a scenario of the catalogue, so --with-bugs shows that the
 // catalogue catches every one (the detection matrix aside).
 func TestEveryBugHasAScenario(t *testing.T) {
-	named := map[string]bool{}
-	for _, s := range Catalog() {
-		named[s.Bug] = true
+	if missing := MissingBugs(Catalog(), node.KnownBugs()); len(missing) > 0 {
+		t.Errorf("no scenario names %v", missing)
 	}
-	for _, bug := range node.KnownBugs() {
-		if !named[bug] {
-			t.Errorf("%s: no scenario names it", bug)
+	if got := MissingBugs(Catalog(), []string{"auto-down", "no-such-bug"}); !slices.Equal(got, []string{"no-such-bug"}) {
+		t.Errorf("MissingBugs = %v", got)
+	}
+}
+
+// Cases are picked by case, scenario or bug name; an unknown one is
+// refused with the known cases.
+func TestSelectCases(t *testing.T) {
+	all := Catalog()
+	for _, tt := range []struct {
+		filter string
+		want   []string
+	}{
+		{"coordinator-crash", []string{"coordinator-crash/no-coordinator-persistence"}},
+		{"isolate-oldest-idgen/singleton-no-fencing", []string{"isolate-oldest-idgen/singleton-no-fencing"}},
+		{"entity-skip-replay", []string{"at-least-once-under-partitions/entity-skip-replay", "oldest-three-crash/entity-skip-replay"}},
+		{"coordinator-crash, coordinator-crash/no-coordinator-persistence", []string{"coordinator-crash/no-coordinator-persistence"}},
+	} {
+		cs, err := SelectCases(all, tt.filter)
+		if err != nil {
+			t.Fatalf("%q: %v", tt.filter, err)
+		}
+		var got []string
+		for _, c := range cs {
+			got = append(got, c.Name())
+		}
+		if !slices.Equal(got, tt.want) {
+			t.Errorf("%q: %v, want %v", tt.filter, got, tt.want)
+		}
+	}
+	if _, err := SelectCases(all, "no-such-bug"); err == nil || !strings.Contains(err.Error(), "known cases") {
+		t.Errorf("an unknown case: %v", err)
+	}
+	if cs, _ := SelectCases(all, ""); len(cs) != len(Cases(all)) {
+		t.Errorf("no filter: %d cases, want all %d", len(cs), len(Cases(all)))
+	}
+}
+
+// TestEveryCheckerIsReachable: every checker of the registry judges some
+// run: a workload's, a run with faults, or a scenario's that adds it (the
+// registry's own test holds the rest).
+func TestEveryCheckerIsReachable(t *testing.T) {
+	for _, e := range checker.Registry() {
+		if len(e.Workloads) > 0 || e.WithFaults {
+			continue
+		}
+		found := false
+		for _, s := range Catalog() {
+			o := s.Options(1, "local", nil)
+			if _, ok := o.Checker(e.Name); ok {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("%s: no scenario adds it, and it judges no workload's runs", e.Name)
 		}
 	}
 }

@@ -9,10 +9,11 @@ import (
 	"time"
 )
 
-// A Pair is one run of a suite: a scenario with a seed, and how long it is
-// expected to take.
+// A Pair is one run of a suite: a scenario (with one of its bugs
+// switched on, or none) and a seed, and how long it is expected to take.
 type Pair struct {
 	Scenario string
+	Bug      string
 	Seed     int64
 	Weight   time.Duration
 }

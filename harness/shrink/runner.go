@@ -50,12 +50,8 @@ func (r *Runs) Try(ctx context.Context, t Test, _ int) (bool, string, error) {
 	if err != nil {
 		return false, res.Dir, err
 	}
-	for _, c := range res.Checks {
-		if c.Checker == r.Checker && c.Verdict == checker.Invalid {
-			return true, res.Dir, nil
-		}
-	}
-	return false, res.Dir, nil
+	_, caught, _ := checker.Caught(res.Checks, r.Checker)
+	return caught, res.Dir, nil
 }
 
 // MinNodes implements Runner: the fewest nodes every fault of steps fits.

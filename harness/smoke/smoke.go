@@ -5,6 +5,19 @@
 // its singletons). Ids must never repeat, each client must see them
 // increase, every acknowledged write must survive the hand-offs, and the
 // survivors must agree on a new oldest that runs the only singleton.
+//
+// It is not a scenario run through run.Test, and cannot become one without
+// losing what it is for. It checks a cluster someone else started and may
+// keep running (shardtest cluster --smoke, on the local runtime or in
+// Docker), where run.Test starts and stops a cluster of its own; it drives
+// the singleton and the entities at once, where a run drives one workload
+// and its checkers judge that workload's operations; and it waits on the
+// leaving node's process exit (Node.Exited), which no recorded history
+// holds. Its judgement is a few lines of arithmetic on what it saw, so it
+// needs no history to be re-checked. The recorded, re-checkable runs of the
+// same danger are the catalogue's oldest-leaves (append: hand-offs keep
+// each sender's order and lose nothing) and leave-one (shardtest run
+// --scenario NAME).
 package smoke
 
 import (
@@ -21,9 +34,6 @@ import (
 	"github.com/shardtest/shardtest/protocol"
 	"github.com/shardtest/shardtest/protocol/client"
 )
-
-// Singleton is the name of the singleton the check uses.
-const Singleton = "id-generator"
 
 // Node is what the check needs of a cluster node.
 type Node struct {
@@ -259,7 +269,7 @@ func Run(ctx context.Context, nodes []Node, d time.Duration, log *slog.Logger) (
 		var running []string
 		for _, n := range rest {
 			st, err := n.Client.Status(ctx)
-			if err == nil && st.SingletonRunning(Singleton) {
+			if err == nil && st.SingletonRunning(protocol.IDGenerator) {
 				running = append(running, st.Self.UID)
 			}
 		}

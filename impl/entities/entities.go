@@ -13,26 +13,24 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/shardtest/shardtest/protocol/journal"
-	"github.com/shardtest/shardtest/protocol/kit"
 	"time"
 
+	"github.com/shardtest/shardtest/protocol/journal"
+	"github.com/shardtest/shardtest/protocol/kit"
+
 	"github.com/shardtest/shardtest/impl/sharding"
+	"github.com/shardtest/shardtest/protocol"
 )
 
-// Entity type names.
-const (
-	RegisterType = "register"
-	LogType      = "log"
-)
-
-// Errors an entity returns.
+// Errors an entity returns. Rejections carry codes of shardtest/1
+// (protocol.Code): the node that took the request answers with them as
+// they are.
 var (
 	// ErrBadRequest: unknown op or malformed payload; nothing happened.
-	ErrBadRequest = sharding.Reject(CodeBadRequest, errors.New("entity: bad request"))
+	ErrBadRequest = sharding.Reject(protocol.CodeBadRequest, errors.New("entity: bad request"))
 	// ErrStale: a newer incarnation holds the entity; this one wrote
 	// nothing and must stop (it wraps sharding.ErrEntityFailed).
-	ErrStale = sharding.Reject(CodeStale, fmt.Errorf("entity: stale incarnation: %w", sharding.ErrEntityFailed))
+	ErrStale = sharding.Reject(protocol.CodeEntityStale, fmt.Errorf("entity: stale incarnation: %w", sharding.ErrEntityFailed))
 	// ErrUnknown: the journal did not answer; the change may or may not
 	// have been persisted.
 	ErrUnknown = errors.New("entity: outcome unknown (journal did not answer)")
@@ -197,14 +195,7 @@ func (p *journaled) settle(ctx context.Context, data []byte, first error) (int64
 
 // ErrUnknownBeforeWrite: the journal could not be read before an op, so
 // the op did nothing: a definite failure.
-var ErrUnknownBeforeWrite = sharding.Reject(CodeJournalUnavailable, errors.New("entity: journal unavailable; nothing done"))
-
-// Rejection codes (sharding.Rejection.Code), as the node protocol shows them.
-const (
-	CodeBadRequest         = "bad-request"
-	CodeStale              = "entity-stale"
-	CodeJournalUnavailable = "journal-unavailable"
-)
+var ErrUnknownBeforeWrite = sharding.Reject(protocol.CodeJournalUnavailable, errors.New("entity: journal unavailable; nothing done"))
 
 // decode reads an operation's payload strictly: absent or null is no
 // payload; otherwise one JSON object with no field the operation does not

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+
 	"github.com/shardtest/shardtest/protocol"
 
 	"github.com/shardtest/shardtest/impl/sharding"
@@ -29,7 +30,7 @@ type appendLog struct {
 func NewLog(opts Options) sharding.EntityFactory {
 	return func(ctx context.Context, ec sharding.EntityContext) (sharding.Entity, error) {
 		l := &appendLog{seen: map[protocol.LogEntry]bool{}}
-		l.journaled = journaled{j: ec.Journal, pid: pid(LogType, ec), apply: l.apply}
+		l.journaled = journaled{j: ec.Journal, pid: pid(protocol.TypeLog, ec), apply: l.apply}
 		if err := l.recover(ctx, opts); err != nil {
 			return nil, err
 		}
@@ -52,7 +53,7 @@ func (l *appendLog) Handle(ctx context.Context, msg sharding.Message) (json.RawM
 		return nil, err
 	}
 	switch msg.Op {
-	case "append":
+	case protocol.OpAppend:
 		var req protocol.LogAppend
 		if err := decode(msg.Payload, &req); err != nil {
 			return nil, err
@@ -70,14 +71,12 @@ func (l *appendLog) Handle(ctx context.Context, msg sharding.Message) (json.RawM
 		l.entries = append(l.entries, e)
 		l.seen[e] = true
 		return json.Marshal(protocol.LogAppendResult{Length: len(l.entries)})
-	case "read":
+	case protocol.OpRead:
 		entries := l.entries
 		if entries == nil {
 			entries = []protocol.LogEntry{}
 		}
-		return json.Marshal(struct {
-			Entries []protocol.LogEntry `json:"entries"`
-		}{entries})
+		return json.Marshal(protocol.LogReadResult{Entries: entries})
 	}
 	return nil, fmt.Errorf("%w: unknown log op %q (append, read)", ErrBadRequest, msg.Op)
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/shardtest/shardtest/impl/sharding"
+	"github.com/shardtest/shardtest/protocol"
 )
 
 // Register ops and their payloads.
@@ -22,11 +23,6 @@ type registerEvent struct {
 	Value int64 `json:"v"`
 }
 
-type registerReply struct {
-	OK    *bool  `json:"ok,omitempty"`
-	Value *int64 `json:"value"`
-}
-
 type register struct {
 	journaled
 	value *int64
@@ -36,7 +32,7 @@ type register struct {
 func NewRegister(opts Options) sharding.EntityFactory {
 	return func(ctx context.Context, ec sharding.EntityContext) (sharding.Entity, error) {
 		r := &register{}
-		r.journaled = journaled{j: ec.Journal, pid: pid(RegisterType, ec), apply: r.apply}
+		r.journaled = journaled{j: ec.Journal, pid: pid(protocol.TypeRegister, ec), apply: r.apply}
 		if err := r.recover(ctx, opts); err != nil {
 			return nil, err
 		}
@@ -63,9 +59,9 @@ func (r *register) Handle(ctx context.Context, msg sharding.Message) (json.RawMe
 		return nil, err
 	}
 	switch msg.Op {
-	case "read":
-		return json.Marshal(registerReply{Value: r.value})
-	case "write":
+	case protocol.OpRead:
+		return json.Marshal(protocol.RegisterResult{Value: r.value})
+	case protocol.OpWrite:
 		if op.Value == nil {
 			return nil, fmt.Errorf("%w: write needs a value", ErrBadRequest)
 		}
@@ -73,21 +69,21 @@ func (r *register) Handle(ctx context.Context, msg sharding.Message) (json.RawMe
 			return nil, err
 		}
 		r.value = op.Value
-		return json.Marshal(registerReply{Value: r.value})
-	case "cas":
+		return json.Marshal(protocol.RegisterResult{Value: r.value})
+	case protocol.OpCAS:
 		if op.Value == nil {
 			return nil, fmt.Errorf("%w: cas needs a value", ErrBadRequest)
 		}
 		if !sameValue(r.value, op.Expect) {
 			f := false
-			return json.Marshal(registerReply{OK: &f, Value: r.value})
+			return json.Marshal(protocol.RegisterResult{OK: &f, Value: r.value})
 		}
 		if err := r.persist(ctx, registerEvent{Value: *op.Value}); err != nil {
 			return nil, err
 		}
 		r.value = op.Value
 		t := true
-		return json.Marshal(registerReply{OK: &t, Value: r.value})
+		return json.Marshal(protocol.RegisterResult{OK: &t, Value: r.value})
 	}
 	return nil, fmt.Errorf("%w: unknown register op %q (read, write, cas)", ErrBadRequest, msg.Op)
 }

@@ -5,20 +5,22 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/shardtest/shardtest/protocol"
 	"sort"
 	"sync"
 	"time"
 	"unicode/utf8"
 
+	"github.com/shardtest/shardtest/protocol"
+
 	"github.com/shardtest/shardtest/impl/clock"
 	"github.com/shardtest/shardtest/impl/sharding"
 )
 
-// SenderType is the at-least-once sender: a persistent entity that stores
-// each message before sending it to a log entity, redelivers on a timer
-// until the log confirms it, and after a crash (in its next incarnation)
-// replays and resends what was not confirmed — the seeds' AtLeastOnceDelivery.
+// The at-least-once sender (protocol.TypeSender) is a persistent entity
+// that stores each message before sending it to a log entity, redelivers on
+// a timer until the log confirms it, and after a crash (in its next
+// incarnation) replays and resends what was not confirmed — the seeds'
+// AtLeastOnceDelivery.
 //
 //	send    {"to": log id, "client": c, "seq": n, "dedup": bool} → {"delivery_id": d}
 //	pending {}                                                 → {"unconfirmed": k}
@@ -30,7 +32,6 @@ import (
 // drops duplicates (effectively-once). A sender resumes redelivery when it
 // next starts, i.e. when it is next addressed: a workload's final phase
 // sends every sender "flush".
-const SenderType = "sender"
 
 // Send delivers a message to an entity of a type through the local region.
 type Send func(ctx context.Context, typeName string, msg sharding.Message) (sharding.Reply, error)
@@ -83,7 +84,7 @@ func NewSender(opts SenderOptions, send Send) sharding.EntityFactory {
 		if s.clock == nil {
 			s.clock = clock.Real()
 		}
-		s.j = journaled{j: ec.Journal, pid: pid(SenderType, ec), apply: s.apply}
+		s.j = journaled{j: ec.Journal, pid: pid(protocol.TypeSender, ec), apply: s.apply}
 		if err := s.j.recover(ctx, opts.Options); err != nil {
 			return nil, err
 		}
@@ -135,7 +136,7 @@ func (s *sender) kick() {
 
 func (s *sender) Handle(ctx context.Context, msg sharding.Message) (json.RawMessage, error) {
 	switch msg.Op {
-	case "send":
+	case protocol.OpSend:
 		var req protocol.SenderSend
 		if err := decode(msg.Payload, &req); err != nil {
 			return nil, err
@@ -155,9 +156,9 @@ func (s *sender) Handle(ctx context.Context, msg sharding.Message) (json.RawMess
 		}
 		s.kick()
 		return json.Marshal(protocol.SenderSendResult{DeliveryID: e.DeliveryID})
-	case "pending":
+	case protocol.OpPending:
 		return json.Marshal(protocol.SenderPendingResult{Unconfirmed: s.pending()})
-	case "flush":
+	case protocol.OpFlush:
 		for {
 			s.mu.Lock()
 			n, ch := len(s.unconfirmed), s.changed
@@ -209,7 +210,7 @@ func (s *sender) redeliver(ctx context.Context) {
 			}
 			payload, _ := json.Marshal(protocol.LogAppend{LogEntry: protocol.LogEntry{Client: e.Client, Seq: e.Seq}, Dedup: e.Dedup})
 			dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			_, err := s.send(dctx, LogType, sharding.Message{EntityID: e.To, Op: "append", Payload: payload, Sender: "sender"})
+			_, err := s.send(dctx, protocol.TypeLog, sharding.Message{EntityID: e.To, Op: protocol.OpAppend, Payload: payload, Sender: "sender"})
 			cancel()
 			if err != nil {
 				// Not confirmed (lost, unknown, or refused): try again on the

@@ -4,9 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/shardtest/shardtest/impl/peer"
-	"github.com/shardtest/shardtest/protocol"
-	"github.com/shardtest/shardtest/protocol/journal"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -14,6 +11,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/shardtest/shardtest/impl/peer"
+	"github.com/shardtest/shardtest/protocol"
+	"github.com/shardtest/shardtest/protocol/journal"
 )
 
 func TestBadInputOnEveryEndpoint(t *testing.T) {
@@ -331,9 +332,9 @@ func TestPeerEndpointsAdmitOnlyMembers(t *testing.T) {
 		}
 		defer res.Body.Close()
 		b, _ := io.ReadAll(res.Body)
-		var e peer.ErrorBody
+		var e protocol.ErrorBody
 		json.Unmarshal(b, &e)
-		if res.StatusCode >= 300 && e.Outcome != peer.OutcomeFail {
+		if res.StatusCode >= 300 && e.Outcome != protocol.Fail {
 			t.Errorf("%s: refused with outcome %q, want fail: %s", path, e.Outcome, b)
 		}
 		return res.StatusCode, e.Code
@@ -359,12 +360,12 @@ func TestPeerEndpointsAdmitOnlyMembers(t *testing.T) {
 		status           int
 		code             string
 	}{
-		{"no secret", handOver, `{"from":"ghost@x"}`, with(peer.SecretHeader, ""), 403, peer.CodeRefused},
-		{"a wrong secret", handOver, `{"from":"ghost@x"}`, with(peer.SecretHeader, "guess"), 403, peer.CodeRefused},
-		{"a made-up member", handOver, `{"from":"ghost@x"}`, with(peer.MemberHeader, "ghost@x"), 403, peer.CodeRefused},
-		{"no member named", handOver, `{"from":"ghost@x"}`, with(peer.MemberHeader, ""), 403, peer.CodeRefused},
-		{"no target named", hostShard, `{"shard":"7"}`, with(peer.ToHeader, ""), 503, peer.CodeWrongMember},
-		{"another incarnation", hostShard, `{"shard":"7"}`, with(peer.ToHeader, "n1@earlier"), 503, peer.CodeWrongMember},
+		{"no secret", handOver, `{"from":"ghost@x"}`, with(peer.SecretHeader, ""), 403, protocol.CodePeerRefused},
+		{"a wrong secret", handOver, `{"from":"ghost@x"}`, with(peer.SecretHeader, "guess"), 403, protocol.CodePeerRefused},
+		{"a made-up member", handOver, `{"from":"ghost@x"}`, with(peer.MemberHeader, "ghost@x"), 403, protocol.CodePeerRefused},
+		{"no member named", handOver, `{"from":"ghost@x"}`, with(peer.MemberHeader, ""), 403, protocol.CodePeerRefused},
+		{"no target named", hostShard, `{"shard":"7"}`, with(peer.ToHeader, ""), 503, protocol.CodeWrongMember},
+		{"another incarnation", hostShard, `{"shard":"7"}`, with(peer.ToHeader, "n1@earlier"), 503, protocol.CodeWrongMember},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -379,7 +380,7 @@ func TestPeerEndpointsAdmitOnlyMembers(t *testing.T) {
 		t.Fatalf("next-id after the forged requests: %v", err)
 	}
 	// And what a member sends passes the guard (the region answers).
-	if status, code := post(hostShard, `{"shard":"7"}`, good); status >= 300 && (code == peer.CodeRefused || code == peer.CodeWrongMember) {
+	if status, code := post(hostShard, `{"shard":"7"}`, good); status >= 300 && (code == protocol.CodePeerRefused || code == protocol.CodeWrongMember) {
 		t.Fatalf("a member's own request was refused: %d %s", status, code)
 	}
 }

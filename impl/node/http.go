@@ -12,7 +12,6 @@ import (
 
 	"github.com/shardtest/shardtest/impl/clock"
 	"github.com/shardtest/shardtest/impl/cluster"
-	"github.com/shardtest/shardtest/impl/entities"
 	"github.com/shardtest/shardtest/impl/peer"
 	"github.com/shardtest/shardtest/impl/sharding"
 	"github.com/shardtest/shardtest/impl/singleton"
@@ -247,13 +246,16 @@ func (n *Node) currentType(name string) *entityType {
 }
 
 // entityError maps a delivery error to the protocol: definite failures
-// are "fail", everything else "unknown".
+// are "fail", everything else "unknown". An entity's rejection is answered
+// with its code, a shardtest/1 code (the table gives its status), or one of
+// the entity's own as an unavailable (503) definite failure.
 func entityError(err error) error {
 	var rej *sharding.Rejection
 	switch {
-	case errors.As(err, &rej) && rej.Code == entities.CodeBadRequest:
-		return kit.Errorf(protocol.CodeBadRequest, "%w", err)
 	case errors.As(err, &rej):
+		if _, ok := protocol.Code(rej.Code); ok {
+			return kit.Errorf(rej.Code, "%w", err)
+		}
 		return kit.Custom(http.StatusServiceUnavailable, rej.Code, protocol.Fail, err.Error())
 	case errors.Is(err, sharding.ErrBufferFull):
 		return kit.Errorf(protocol.CodeDropped, "%w", err)
@@ -393,13 +395,14 @@ func (n *Node) Leave() error {
 		return kit.Errorf(protocol.CodeCannotLeave, "cannot leave while %s", st)
 	}
 	n.mu.Lock()
+	defer n.mu.Unlock()
 	if n.leaving {
-		n.mu.Unlock()
 		return nil
 	}
+	if !inc.goBackground(inc.leave) {
+		return kit.Errorf(protocol.CodeCannotLeave, "the member is stopping")
+	}
 	n.leaving = true
-	n.mu.Unlock()
-	go inc.leave(context.Background())
 	return nil
 }
 
@@ -408,30 +411,32 @@ func (n *Node) Leave() error {
 func (n *Node) handleInternal(w http.ResponseWriter, r *http.Request) {
 	inc := n.current()
 	if !strings.HasPrefix(r.URL.Path, "/internal/") {
-		n.proto.WriteJSON(w, http.StatusNotFound, n.errorBody(protocol.CodeNotFound, "no endpoint "+r.URL.Path))
+		n.internalError(w, protocol.CodeNotFound, "no endpoint "+r.URL.Path)
 		return
 	}
 	if inc == nil {
-		n.proto.WriteJSON(w, http.StatusServiceUnavailable, n.errorBody(protocol.CodeNotReady, "no member running"))
+		n.internalError(w, protocol.CodeNotReady, "no member running")
 		return
 	}
 	if r.Method != http.MethodPost {
-		n.proto.WriteJSON(w, http.StatusMethodNotAllowed, n.errorBody(protocol.CodeMethodNotAllowed, r.Method+" not allowed on "+r.URL.Path+" (POST)"))
+		n.internalError(w, protocol.CodeMethodNotAllowed, r.Method+" not allowed on "+r.URL.Path+" (POST)")
 		return
 	}
 	// One lookup, not two (ServeHTTP would look again): the handlers
 	// read no path values.
 	h, pattern := inc.mux.Handler(r)
 	if pattern == "" {
-		n.proto.WriteJSON(w, http.StatusNotFound, n.errorBody(protocol.CodeNotFound, "no endpoint "+r.URL.Path))
+		n.internalError(w, protocol.CodeNotFound, "no endpoint "+r.URL.Path)
 		return
 	}
 	h.ServeHTTP(w, r)
 }
 
-func (n *Node) errorBody(code, msg string) protocol.ErrorBody {
-	info, _ := protocol.Code(code)
-	return protocol.ErrorBody{Error: msg, Code: code, Outcome: info.Outcome, ServedBy: n.proto.ServedBy()}
+// internalError answers a node-to-node request no route takes, with the
+// status and outcome of code on the node-to-node transport
+// (protocol.ScopePeer), naming this node as its public replies do.
+func (n *Node) internalError(w http.ResponseWriter, code, msg string) {
+	peer.WriteErrorBody(w, 0, protocol.ErrorBody{Error: msg, Code: code, ServedBy: n.proto.ServedBy()})
 }
 
 // hostTracker knows the singleton instance running on this member, for

@@ -9,9 +9,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/shardtest/shardtest/protocol"
-	"github.com/shardtest/shardtest/protocol/journal"
-	"github.com/shardtest/shardtest/protocol/kit"
 	"log/slog"
 	"net"
 	"net/http"
@@ -20,6 +17,10 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/shardtest/shardtest/protocol"
+	"github.com/shardtest/shardtest/protocol/journal"
+	"github.com/shardtest/shardtest/protocol/kit"
 
 	"github.com/shardtest/shardtest/impl/clock"
 	"github.com/shardtest/shardtest/impl/cluster"
@@ -227,6 +228,9 @@ type Node struct {
 	peerSrv  *http.Server
 	// peerStreams serves the streams peerSrv hands over; closed with it.
 	peerStreams *peer.StreamServer
+	// entityStarts numbers the entity starts of every region of every
+	// member incarnation of this process.
+	entityStarts sharding.Incarnations
 
 	mu           sync.Mutex
 	cur          *incarnation
@@ -336,7 +340,7 @@ func (n *Node) Run(ctx context.Context) error {
 
 	var prev *cluster.Snapshot // the last view of the incarnation downed before
 	for first := true; ; first = false {
-		inc, err := n.newIncarnation(prev)
+		inc, err := n.newIncarnation(ctx, prev)
 		if err != nil {
 			return err
 		}
@@ -399,6 +403,34 @@ type incarnation struct {
 	tells   *tells
 	host    *hostTracker   // the id generator instance running here
 	mux     *http.ServeMux // internal node-to-node routes
+
+	// bg is what the incarnation runs on request in the background (a
+	// graceful leave, which the admin API only starts), under ctx: run
+	// cancels ctx and waits for bg before it returns, so nothing of an
+	// incarnation outlives it. ended (under node.mu) refuses more.
+	ctx   context.Context
+	stop  context.CancelFunc
+	bg    sync.WaitGroup
+	ended bool
+}
+
+// goBackground runs f in the background as part of the incarnation (see
+// bg); false if the incarnation is ending. The caller holds node.mu.
+func (inc *incarnation) goBackground(f func(ctx context.Context)) bool {
+	if inc.ended {
+		return false
+	}
+	inc.bg.Go(func() { f(inc.ctx) })
+	return true
+}
+
+// stopBackground ends the incarnation's background work and waits for it.
+func (inc *incarnation) stopBackground() {
+	inc.node.mu.Lock()
+	inc.ended = true
+	inc.node.mu.Unlock()
+	inc.stop()
+	inc.bg.Wait()
 }
 
 type runOutcome int
@@ -409,9 +441,10 @@ const (
 	outcomeDowned
 )
 
-// newIncarnation makes the node's next member; prev is the last view of
-// the member downed before it (nil for the first).
-func (n *Node) newIncarnation(prev *cluster.Snapshot) (*incarnation, error) {
+// newIncarnation makes the node's next member, whose background work ends
+// with ctx at the latest; prev is the last view of the member downed
+// before it (nil for the first).
+func (n *Node) newIncarnation(ctx context.Context, prev *cluster.Snapshot) (*incarnation, error) {
 	cfg := n.cfg
 	n.mu.Lock()
 	restarted := n.incarnations > 0
@@ -448,6 +481,7 @@ func (n *Node) newIncarnation(prev *cluster.Snapshot) (*incarnation, error) {
 		return nil, err
 	}
 	inc := &incarnation{node: n, cluster: cl, mux: http.NewServeMux(), host: &hostTracker{}}
+	inc.ctx, inc.stop = context.WithCancel(ctx)
 	n.events.SetIncarnation(cl.Self().Incarnation)
 	n.mu.Lock()
 	n.cur = inc
@@ -511,6 +545,7 @@ func (inc *incarnation) setupSingleton() error {
 func (inc *incarnation) run(ctx context.Context) (runOutcome, error) {
 	ictx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	defer inc.stopBackground()
 	clusterDone := make(chan error, 1)
 	go func() { clusterDone <- inc.cluster.Run(ictx) }()
 
@@ -559,8 +594,10 @@ func (inc *incarnation) run(ctx context.Context) (runOutcome, error) {
 		}
 	}
 	// Stop the singletons and every entity first (at once if downed), then
-	// the cluster.
+	// the cluster. A leave still under way ends first: it would hand off
+	// to, and wait for, what is stopping.
 	cancel()
+	inc.stopBackground()
 	tl.wait()
 	<-mgrDone
 	<-shardingDone
@@ -569,11 +606,11 @@ func (inc *incarnation) run(ctx context.Context) (runOutcome, error) {
 	return outcome, runErr
 }
 
-// leave hands over and leaves gracefully. It runs in the background after
-// the admin API accepted the request. Shards are handed off first, while
-// this member is still Up (so the coordinator, possibly here, is stable);
-// then the member becomes Leaving and its singletons, coordinators
-// included, hand over.
+// leave hands over and leaves gracefully. It runs in the background (the
+// incarnation's, until ctx ends) after the admin API accepted the request.
+// Shards are handed off first, while this member is still Up (so the
+// coordinator, possibly here, is stable); then the member becomes Leaving
+// and its singletons, coordinators included, hand over.
 func (inc *incarnation) leave(ctx context.Context) {
 	n := inc.node
 	n.events.Append(protocol.Event{Type: protocol.EventLeaveStarted})

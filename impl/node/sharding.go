@@ -8,6 +8,7 @@ import (
 	"github.com/shardtest/shardtest/impl/entities"
 	"github.com/shardtest/shardtest/impl/sharding"
 	"github.com/shardtest/shardtest/impl/singleton"
+	"github.com/shardtest/shardtest/protocol"
 )
 
 // entityType is one sharded entity type on this member: its region, and
@@ -21,7 +22,7 @@ type entityType struct {
 
 // EntityTypes are the entity types every reference node starts.
 func EntityTypes() []string {
-	return []string{entities.RegisterType, entities.LogType, entities.SenderType}
+	return []string{protocol.TypeRegister, protocol.TypeLog, protocol.TypeSender}
 }
 
 func (n *Node) shardingSettings(typ string) sharding.Settings {
@@ -55,11 +56,11 @@ func (inc *incarnation) entityFactory(typ string) sharding.EntityFactory {
 	}
 	opts := entities.Options{SkipReplay: slices.Contains(n.cfg.Bugs, BugEntitySkipReplay)}
 	switch typ {
-	case entities.RegisterType:
+	case protocol.TypeRegister:
 		return entities.NewRegister(opts)
-	case entities.LogType:
+	case protocol.TypeLog:
 		return entities.NewLog(opts)
-	case entities.SenderType:
+	case protocol.TypeSender:
 		// Senders deliver through this member's own regions.
 		send := func(ctx context.Context, typ string, msg sharding.Message) (sharding.Reply, error) {
 			t := inc.entityType(typ)
@@ -92,6 +93,9 @@ func (inc *incarnation) setupSharding() error {
 			Logger:     n.log.With("entity-type", typ),
 			Journal:    n.journal,
 			Factory:    inc.entityFactory(typ),
+			// One count for the process: an entity's incarnations never
+			// repeat a number, whichever region or member started them.
+			Incarnations: &n.entityStarts,
 		}
 		strategy := sharding.NewLeastShardAllocation(s.RebalanceThreshold, s.MaxSimultaneousRebalance)
 		name := sharding.CoordinatorName(typ)

@@ -25,6 +25,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/shardtest/shardtest/protocol"
 )
 
 // FromHeader names the sender's gossip address on node-to-node requests, so
@@ -47,18 +49,6 @@ const MemberHeader = "X-Shardtest-Member"
 // (SHARDTEST_CLUSTER_SECRET): a stranger on the network who can reach a
 // member's peer address is refused all the same.
 const SecretHeader = "X-Shardtest-Secret"
-
-// Codes of Guard's refusals; both are definite (nothing was done) and a
-// sender may retry (the member it meant may be there under another
-// incarnation, or not know it yet).
-const (
-	// CodeRefused: the sender is not a current member, or the secret is
-	// wrong.
-	CodeRefused = "peer-refused"
-	// CodeWrongMember: the request is for another member (an earlier
-	// incarnation at this address).
-	CodeWrongMember = "wrong-member"
-)
 
 // Filter is the in-process packet filter. Peers are named by their gossip
 // address (host:port). Dropping inbound packets from a peer, or outbound
@@ -152,29 +142,11 @@ func (f *Filter) Middleware(next http.Handler) http.Handler {
 	})
 }
 
-// ErrorBody is the JSON error every node endpoint returns with a non-2xx
-// status.
-type ErrorBody struct {
-	Error string `json:"error"`
-	// Code is a stable machine-readable reason.
-	Code string `json:"code"`
-	// Outcome is "fail" (definitely had no effect) or "unknown".
-	Outcome string `json:"outcome"`
-	// Reason refines Code where the receiver passes on a refusal it got
-	// from further in (an entity's rejection code).
-	Reason string `json:"reason,omitempty"`
-}
-
-// Outcomes of a failed request.
-const (
-	OutcomeFail    = "fail"
-	OutcomeUnknown = "unknown"
-)
-
-// RemoteError is a non-2xx answer from a peer.
+// RemoteError is a non-2xx answer from a peer: its body is a
+// protocol.ErrorBody with a code of protocol.ScopePeer.
 type RemoteError struct {
 	Status int
-	Body   ErrorBody
+	Body   protocol.ErrorBody
 }
 
 func (e *RemoteError) Error() string {
@@ -344,7 +316,7 @@ func decodeAnswer(httpAddr string, status int, data []byte, resp any) error {
 	if status/100 != 2 {
 		re := &RemoteError{Status: status}
 		if json.Unmarshal(data, &re.Body) != nil || re.Body.Code == "" {
-			re.Body = ErrorBody{Error: string(bytes.TrimSpace(data)), Code: "http-" + fmt.Sprint(status), Outcome: OutcomeUnknown}
+			re.Body = protocol.ErrorBody{Error: string(bytes.TrimSpace(data)), Code: "http-" + fmt.Sprint(status), Outcome: protocol.Unknown}
 		}
 		return re
 	}
@@ -361,25 +333,46 @@ func decodeAnswer(httpAddr string, status int, data []byte, resp any) error {
 // on the request: the peer said so.
 func IsDefiniteFailure(err error) bool {
 	var re *RemoteError
-	return errors.As(err, &re) && re.Body.Outcome == OutcomeFail
+	return errors.As(err, &re) && re.Body.Outcome == protocol.Fail
 }
 
 // WriteJSON writes v as a JSON answer with status; if v cannot be encoded
-// the answer is a 500 with an unknown outcome.
+// the answer is internal (a 500 with an unknown outcome).
 func WriteJSON(w http.ResponseWriter, status int, v any) {
 	data, err := json.Marshal(v)
 	if err != nil {
-		status = http.StatusInternalServerError
-		data, _ = json.Marshal(ErrorBody{Error: "encode answer: " + err.Error(), Code: "internal", Outcome: OutcomeUnknown})
+		status, data = errorAnswer(0, protocol.ErrorBody{Error: "encode answer: " + err.Error(), Code: protocol.CodeInternal})
 	}
+	write(w, status, data)
+}
+
+// WriteError answers code (protocol.ScopePeer) with msg, with the status
+// and outcome protocol's table gives it.
+func WriteError(w http.ResponseWriter, code, msg string) {
+	WriteErrorBody(w, 0, protocol.ErrorBody{Error: msg, Code: code})
+}
+
+// WriteErrorBody answers b; status 0 and an empty outcome are the table's
+// for b.Code (protocol.ErrorReply, protocol.ScopePeer). A status of its own
+// is for the cases the table's row names besides its usual one.
+func WriteErrorBody(w http.ResponseWriter, status int, b protocol.ErrorBody) {
+	status, data := errorAnswer(status, b)
+	write(w, status, data)
+}
+
+// write sends an encoded JSON answer.
+func write(w http.ResponseWriter, status int, data []byte) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_, _ = w.Write(append(data, '\n'))
 }
 
-// WriteFail writes a definite failure: the request had no effect.
-func WriteFail(w http.ResponseWriter, status int, code, msg string) {
-	WriteJSON(w, status, ErrorBody{Error: msg, Code: code, Outcome: OutcomeFail})
+// errorAnswer is the status and the encoded body of an error answer
+// (protocol.ErrorReply on protocol.ScopePeer).
+func errorAnswer(status int, b protocol.ErrorBody) (int, []byte) {
+	status, b = protocol.ErrorReply(protocol.ScopePeer, status, b)
+	data, _ := json.Marshal(b) // an ErrorBody always marshals
+	return status, data
 }
 
 // Guard admits node-to-node requests only from current members of this
@@ -404,26 +397,27 @@ type Guard struct {
 func (g *Guard) Middleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if g.Secret != "" && subtle.ConstantTimeCompare([]byte(r.Header.Get(SecretHeader)), []byte(g.Secret)) != 1 {
-			WriteFail(w, http.StatusForbidden, CodeRefused, "wrong or missing cluster secret")
+			WriteError(w, protocol.CodePeerRefused, "wrong or missing cluster secret")
 			return
 		}
 		self := g.Self()
 		if self == "" {
-			WriteFail(w, http.StatusServiceUnavailable, CodeRefused, "no member runs here")
+			// The table's other status for a refusal: no member here yet.
+			WriteErrorBody(w, http.StatusServiceUnavailable, protocol.ErrorBody{Code: protocol.CodePeerRefused, Error: "no member runs here"})
 			return
 		}
 		from := r.Header.Get(MemberHeader)
 		ip, ok := g.Member(from)
 		switch {
 		case from == "" || !ok:
-			WriteFail(w, http.StatusForbidden, CodeRefused, fmt.Sprintf("%q is not a current member of %s's cluster", from, self))
+			WriteError(w, protocol.CodePeerRefused, fmt.Sprintf("%q is not a current member of %s's cluster", from, self))
 			return
 		case ip != "" && !sameHost(r.RemoteAddr, ip):
-			WriteFail(w, http.StatusForbidden, CodeRefused, fmt.Sprintf("a request as %s from %s, which is not its address", from, r.RemoteAddr))
+			WriteError(w, protocol.CodePeerRefused, fmt.Sprintf("a request as %s from %s, which is not its address", from, r.RemoteAddr))
 			return
 		}
 		if to := r.Header.Get(ToHeader); to != self {
-			WriteFail(w, http.StatusServiceUnavailable, CodeWrongMember, fmt.Sprintf("the request is for %q; this is %s", to, self))
+			WriteError(w, protocol.CodeWrongMember, fmt.Sprintf("the request is for %q; this is %s", to, self))
 			return
 		}
 		next.ServeHTTP(w, r)

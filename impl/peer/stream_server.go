@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -15,6 +14,8 @@ import (
 	"os"
 	"sync"
 	"time"
+
+	"github.com/shardtest/shardtest/protocol"
 )
 
 const (
@@ -77,16 +78,17 @@ func (s *StreamServer) Close() {
 func (s *StreamServer) upgrade(w http.ResponseWriter, r *http.Request) {
 	from, member := r.Header.Get(FromHeader), r.Header.Get(MemberHeader)
 	if r.Method != http.MethodGet || r.Header.Get("Upgrade") != streamProtocol {
-		WriteFail(w, http.StatusBadRequest, "bad-upgrade", "GET "+StreamPath+" with Upgrade: "+streamProtocol)
+		WriteError(w, protocol.CodeBadUpgrade, "GET "+StreamPath+" with Upgrade: "+streamProtocol)
 		return
 	}
 	if from == "" || member == "" {
-		WriteFail(w, http.StatusBadRequest, "bad-upgrade", "a stream names its sender ("+FromHeader+", "+MemberHeader+")")
+		WriteError(w, protocol.CodeBadUpgrade, "a stream names its sender ("+FromHeader+", "+MemberHeader+")")
 		return
 	}
 	hj, ok := w.(http.Hijacker)
 	if !ok {
-		WriteFail(w, http.StatusInternalServerError, "bad-upgrade", "this server cannot hand over its connection")
+		// The table's other status for this code: the fault is here.
+		WriteErrorBody(w, http.StatusInternalServerError, protocol.ErrorBody{Code: protocol.CodeBadUpgrade, Error: "this server cannot hand over its connection"})
 		return
 	}
 	conn, brw, err := hj.Hijack()
@@ -274,8 +276,8 @@ func (ss *serverStream) handle(ctx context.Context, f frame) {
 		defer func() {
 			if p := recover(); p != nil {
 				ss.srv.log.Error("peer request handler panicked", "path", f.path, "from", ss.from, "panic", p)
-				data, _ := json.Marshal(ErrorBody{Error: fmt.Sprint("handler panicked: ", p), Code: "internal", Outcome: OutcomeUnknown})
-				rw.status, rw.body = http.StatusInternalServerError, bytes.NewBuffer(data)
+				status, data := errorAnswer(0, protocol.ErrorBody{Error: fmt.Sprint("handler panicked: ", p), Code: protocol.CodeInternal})
+				rw.status, rw.body = status, bytes.NewBuffer(data)
 			}
 		}()
 		ss.srv.handler.ServeHTTP(rw, req)
@@ -289,8 +291,7 @@ func (ss *serverStream) handle(ctx context.Context, f frame) {
 		body = rw.body.Bytes()
 	}
 	if len(body) > maxFrame-64 {
-		data, _ := json.Marshal(ErrorBody{Error: fmt.Sprintf("answer of %d bytes is too long", len(body)), Code: "internal", Outcome: OutcomeUnknown})
-		status, body = http.StatusInternalServerError, data
+		status, body = errorAnswer(0, protocol.ErrorBody{Error: fmt.Sprintf("answer of %d bytes is too long", len(body)), Code: protocol.CodeInternal})
 	}
 	if err := ss.out.write(frame{kind: frameReply, id: f.id, status: status, body: body}); err != nil {
 		ss.conn.Close() // the reader ends the stream

@@ -16,6 +16,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/shardtest/shardtest/protocol"
 )
 
 func TestFrameRoundTrip(t *testing.T) {
@@ -111,7 +113,7 @@ func TestStreamCarriesConcurrentCalls(t *testing.T) {
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var in struct{ N int }
 		if err := jsonDecode(r, &in); err != nil {
-			WriteFail(w, 400, "bad", err.Error())
+			WriteError(w, protocol.CodeBadJSON, err.Error())
 			return
 		}
 		// Later requests answer first: replies must find their caller.
@@ -322,17 +324,17 @@ func TestStreamGuardedPerRequest(t *testing.T) {
 		t.Fatalf("a member with the secret: %v", err)
 	}
 	var re *RemoteError
-	if err := bad.Call(ctx, to, "/x", struct{}{}, nil); !errors.As(err, &re) || re.Body.Code != CodeRefused || !IsDefiniteFailure(err) {
+	if err := bad.Call(ctx, to, "/x", struct{}{}, nil); !errors.As(err, &re) || re.Body.Code != protocol.CodePeerRefused || !IsDefiniteFailure(err) {
 		t.Fatalf("a wrong secret: %v, want refused", err)
 	}
-	if err := good.Call(ctx, Target{UID: "p@0", GossipAddr: "p:1", Addr: addr}, "/x", struct{}{}, nil); !errors.As(err, &re) || re.Body.Code != CodeWrongMember {
+	if err := good.Call(ctx, Target{UID: "p@0", GossipAddr: "p:1", Addr: addr}, "/x", struct{}{}, nil); !errors.As(err, &re) || re.Body.Code != protocol.CodeWrongMember {
 		t.Fatalf("for another incarnation: %v, want wrong-member", err)
 	}
 	// The sender stops being a member while its stream stays open.
 	mu.Lock()
 	members["me@1"] = false
 	mu.Unlock()
-	if err := good.Call(ctx, to, "/x", struct{}{}, nil); !errors.As(err, &re) || re.Body.Code != CodeRefused {
+	if err := good.Call(ctx, to, "/x", struct{}{}, nil); !errors.As(err, &re) || re.Body.Code != protocol.CodePeerRefused {
 		t.Fatalf("from a former member on an open stream: %v, want refused", err)
 	}
 }

@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"github.com/shardtest/shardtest/protocol/journal"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"testing"
+
+	"github.com/shardtest/shardtest/protocol"
+	"github.com/shardtest/shardtest/protocol/journal"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -73,8 +75,8 @@ func FuzzServerRequests(f *testing.F) {
 		}
 		written := globalCounter(t, store) - globalBefore
 		if rec.Code != http.StatusOK {
-			var e journal.ErrorBody
-			if err := json.Unmarshal(rec.Body.Bytes(), &e); err != nil || e.Code == "" || e.Error == "" || e.Outcome != journal.OutcomeFail {
+			var e protocol.ErrorBody
+			if err := json.Unmarshal(rec.Body.Bytes(), &e); err != nil || e.Code == "" || e.Error == "" || e.Outcome != protocol.Fail {
 				t.Fatalf("%s %s %q: bad error response %d %q", method, path, body, rec.Code, rec.Body)
 			}
 			if written != 0 {

@@ -6,11 +6,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/shardtest/shardtest/protocol/journal"
 	"io"
 	"log/slog"
 	"net/http"
 	"unicode/utf8"
+
+	"github.com/shardtest/shardtest/protocol"
+	"github.com/shardtest/shardtest/protocol/journal"
 )
 
 // server serves one journal.Journal over HTTP/JSON.
@@ -40,8 +42,9 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	select {
 	case s.slots <- struct{}{}:
 	case <-r.Context().Done():
-		// The client is gone; nothing was read, nothing done.
-		s.writeError(w, r, http.StatusServiceUnavailable, journal.CodeUnavailable, journal.OutcomeFail, "request cancelled while waiting for a slot")
+		// The client is gone; nothing was read, nothing done: the one
+		// unavailable that is a definite failure (the table's row says so).
+		s.writeErrorBody(w, r, protocol.ErrorBody{Code: protocol.CodeUnavailable, Outcome: protocol.Fail, Error: "request cancelled while waiting for a slot"})
 		return
 	}
 	defer func() { <-s.slots }()
@@ -65,13 +68,12 @@ func (s *server) route(w http.ResponseWriter, r *http.Request) {
 	case journal.PathHealth:
 		handle, method = s.handleHealth, http.MethodGet
 	default:
-		s.writeError(w, r, http.StatusNotFound, journal.CodeNotFound, journal.OutcomeFail, fmt.Sprintf("no such endpoint %q", r.URL.Path))
+		s.writeError(w, r, protocol.CodeNotFound, fmt.Sprintf("no such endpoint %q", r.URL.Path))
 		return
 	}
 	if r.Method != method {
 		w.Header().Set("Allow", method)
-		s.writeError(w, r, http.StatusMethodNotAllowed, journal.CodeMethodNotAllowed, journal.OutcomeFail,
-			fmt.Sprintf("%s %s not allowed, use %s", r.Method, r.URL.Path, method))
+		s.writeError(w, r, protocol.CodeMethodNotAllowed, fmt.Sprintf("%s %s not allowed, use %s", r.Method, r.URL.Path, method))
 		return
 	}
 	handle(w, r)
@@ -83,7 +85,7 @@ func (s *server) handleAppend(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if req.ExpectedSeq == nil {
-		s.writeError(w, r, http.StatusBadRequest, journal.CodeInvalid, journal.OutcomeFail, "missing expected_seq")
+		s.writeError(w, r, protocol.CodeInvalid, "missing expected_seq")
 		return
 	}
 	last, err := s.store.Append(r.Context(), req.PID, *req.ExpectedSeq, req.Epoch, req.Events)
@@ -162,7 +164,7 @@ func (s *server) decode(w http.ResponseWriter, r *http.Request, dst any) bool {
 		err = errors.New("the body is not valid UTF-8")
 	}
 	if err != nil && !isTooLarge(err) {
-		s.writeError(w, r, http.StatusBadRequest, journal.CodeInvalid, journal.OutcomeFail, "malformed request: "+err.Error())
+		s.writeError(w, r, protocol.CodeInvalid, "malformed request: "+err.Error())
 		return false
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
@@ -184,14 +186,13 @@ func (s *server) decode(w http.ResponseWriter, r *http.Request, dst any) bool {
 		return true
 	}
 	if isTooLarge(err) {
-		s.writeError(w, r, http.StatusRequestEntityTooLarge, journal.CodeTooLarge, journal.OutcomeFail,
-			fmt.Sprintf("request body exceeds %d bytes", journal.MaxRequestBytes))
+		s.writeError(w, r, protocol.CodeTooLarge, fmt.Sprintf("request body exceeds %d bytes", journal.MaxRequestBytes))
 		return false
 	}
 	if errors.Is(err, io.EOF) {
 		err = errors.New("empty request body")
 	}
-	s.writeError(w, r, http.StatusBadRequest, journal.CodeInvalid, journal.OutcomeFail, "malformed request: "+err.Error())
+	s.writeError(w, r, protocol.CodeInvalid, "malformed request: "+err.Error())
 	return false
 }
 
@@ -200,29 +201,39 @@ func isTooLarge(err error) bool {
 	return errors.As(err, &tooLarge)
 }
 
-// writeStoreError maps journal.Journal errors to statuses. Only the definite
-// failures may be reported as "fail"; anything else may have been written.
+// writeStoreError maps journal.Journal errors to codes (the table gives
+// their statuses and outcomes). Only the definite failures have codes
+// whose outcome is fail; anything else may have been written.
 func (s *server) writeStoreError(w http.ResponseWriter, r *http.Request, err error) {
 	switch {
 	case errors.Is(err, journal.ErrSeqConflict):
-		s.writeError(w, r, http.StatusConflict, journal.CodeSeqConflict, journal.OutcomeFail, err.Error())
+		s.writeError(w, r, protocol.CodeSeqConflict, err.Error())
 	case errors.Is(err, journal.ErrFenced):
-		s.writeError(w, r, http.StatusConflict, journal.CodeFenced, journal.OutcomeFail, err.Error())
+		s.writeError(w, r, protocol.CodeFenced, err.Error())
 	case errors.Is(err, journal.ErrInvalid):
-		s.writeError(w, r, http.StatusBadRequest, journal.CodeInvalid, journal.OutcomeFail, err.Error())
+		s.writeError(w, r, protocol.CodeInvalid, err.Error())
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded), errors.Is(err, journal.ErrUnavailable):
-		s.writeError(w, r, http.StatusServiceUnavailable, journal.CodeUnavailable, journal.OutcomeUnknown, err.Error())
+		s.writeError(w, r, protocol.CodeUnavailable, err.Error())
 	default:
 		s.logger.Error("journal storage error", "path", r.URL.Path, "err", err)
-		s.writeError(w, r, http.StatusInternalServerError, journal.CodeInternal, journal.OutcomeUnknown, err.Error())
+		s.writeError(w, r, protocol.CodeInternal, err.Error())
 	}
 }
 
-func (s *server) writeError(w http.ResponseWriter, r *http.Request, status int, code, outcome, msg string) {
+// writeError answers code (protocol.ScopeJournal) with msg: the table's
+// status and outcome.
+func (s *server) writeError(w http.ResponseWriter, r *http.Request, code, msg string) {
+	s.writeErrorBody(w, r, protocol.ErrorBody{Error: msg, Code: code})
+}
+
+// writeErrorBody answers b with the table's status for its code, and its
+// outcome unless b has one.
+func (s *server) writeErrorBody(w http.ResponseWriter, r *http.Request, b protocol.ErrorBody) {
+	status, b := protocol.ErrorReply(protocol.ScopeJournal, 0, b)
 	if status < http.StatusInternalServerError {
-		s.logger.Debug("request refused", "method", r.Method, "path", r.URL.Path, "status", status, "code", code, "err", msg)
+		s.logger.Debug("request refused", "method", r.Method, "path", r.URL.Path, "status", status, "code", b.Code, "err", b.Error)
 	}
-	s.writeJSON(w, r, status, journal.ErrorBody{Error: msg, Code: code, Outcome: outcome})
+	s.writeJSON(w, r, status, b)
 }
 
 func (s *server) writeJSON(w http.ResponseWriter, r *http.Request, status int, v any) {
@@ -230,8 +241,9 @@ func (s *server) writeJSON(w http.ResponseWriter, r *http.Request, status int, v
 	if err != nil {
 		// Only reachable through a bug (every response type marshals).
 		s.logger.Error("encode response", "path", r.URL.Path, "err", err)
-		status = http.StatusInternalServerError
-		body = []byte(`{"error":"encode response","code":"internal","outcome":"unknown"}`)
+		var eb protocol.ErrorBody
+		status, eb = protocol.ErrorReply(protocol.ScopeJournal, 0, protocol.ErrorBody{Error: "encode response", Code: protocol.CodeInternal})
+		body, _ = json.Marshal(eb) // an ErrorBody always marshals
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)

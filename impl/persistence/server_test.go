@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/shardtest/shardtest/protocol/journal"
 	"io"
 	"log/slog"
 	"net/http"
@@ -16,6 +15,9 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/shardtest/shardtest/protocol"
+	"github.com/shardtest/shardtest/protocol/journal"
 )
 
 // repeatReader yields n copies of one byte without allocating them.
@@ -85,48 +87,48 @@ func TestServerBadRequests(t *testing.T) {
 		wantStatus int
 		wantCode   string
 	}{
-		{"unknown path", "POST", "/v1/nope", strings.NewReader(`{}`), 404, journal.CodeNotFound},
-		{"root", "GET", "/", nil, 404, journal.CodeNotFound},
-		{"GET append", "GET", "/v1/append", nil, 405, journal.CodeMethodNotAllowed},
-		{"PUT replay", "PUT", "/v1/replay", strings.NewReader(`{"pid":"p"}`), 405, journal.CodeMethodNotAllowed},
-		{"POST health", "POST", "/v1/health", strings.NewReader(`{}`), 405, journal.CodeMethodNotAllowed},
-		{"DELETE fence", "DELETE", "/v1/fence", nil, 405, journal.CodeMethodNotAllowed},
-		{"malformed append", "POST", "/v1/append", strings.NewReader(`{"pid":`), 400, journal.CodeInvalid},
-		{"malformed replay", "POST", "/v1/replay", strings.NewReader(`[1,2`), 400, journal.CodeInvalid},
-		{"malformed fence", "POST", "/v1/fence", strings.NewReader(`nope`), 400, journal.CodeInvalid},
-		{"malformed highest", "POST", "/v1/highest", strings.NewReader(`{"pid":1}`), 400, journal.CodeInvalid},
-		{"empty body", "POST", "/v1/append", strings.NewReader(``), 400, journal.CodeInvalid},
-		{"null body", "POST", "/v1/append", strings.NewReader(`null`), 400, journal.CodeInvalid},
+		{"unknown path", "POST", "/v1/nope", strings.NewReader(`{}`), 404, protocol.CodeNotFound},
+		{"root", "GET", "/", nil, 404, protocol.CodeNotFound},
+		{"GET append", "GET", "/v1/append", nil, 405, protocol.CodeMethodNotAllowed},
+		{"PUT replay", "PUT", "/v1/replay", strings.NewReader(`{"pid":"p"}`), 405, protocol.CodeMethodNotAllowed},
+		{"POST health", "POST", "/v1/health", strings.NewReader(`{}`), 405, protocol.CodeMethodNotAllowed},
+		{"DELETE fence", "DELETE", "/v1/fence", nil, 405, protocol.CodeMethodNotAllowed},
+		{"malformed append", "POST", "/v1/append", strings.NewReader(`{"pid":`), 400, protocol.CodeInvalid},
+		{"malformed replay", "POST", "/v1/replay", strings.NewReader(`[1,2`), 400, protocol.CodeInvalid},
+		{"malformed fence", "POST", "/v1/fence", strings.NewReader(`nope`), 400, protocol.CodeInvalid},
+		{"malformed highest", "POST", "/v1/highest", strings.NewReader(`{"pid":1}`), 400, protocol.CodeInvalid},
+		{"empty body", "POST", "/v1/append", strings.NewReader(``), 400, protocol.CodeInvalid},
+		{"null body", "POST", "/v1/append", strings.NewReader(`null`), 400, protocol.CodeInvalid},
 		// Invalid UTF-8 in a pid was replaced by U+FFFD: distinct pids
 		// collided.
-		{"invalid UTF-8 pid", "POST", "/v1/append", strings.NewReader("{\"pid\":\"p\xff\",\"expected_seq\":0,\"events\":[\"eA==\"]}"), 400, journal.CodeInvalid},
-		{"trailing data", "POST", "/v1/append", strings.NewReader(`{"pid":"p","expected_seq":1,"events":["eA=="]} {}`), 400, journal.CodeInvalid},
-		{"unknown field append", "POST", "/v1/append", strings.NewReader(`{"pid":"p","expected_seq":1,"events":["eA=="],"force":true}`), 400, journal.CodeInvalid},
-		{"unknown field replay", "POST", "/v1/replay", strings.NewReader(`{"pid":"p","limit":3}`), 400, journal.CodeInvalid},
-		{"unknown field fence", "POST", "/v1/fence", strings.NewReader(`{"pid":"p","epoch":9}`), 400, journal.CodeInvalid},
-		{"unknown field highest", "POST", "/v1/highest", strings.NewReader(`{"id":"p"}`), 400, journal.CodeInvalid},
-		{"empty pid append", "POST", "/v1/append", strings.NewReader(`{"pid":"","expected_seq":0,"events":["eA=="]}`), 400, journal.CodeInvalid},
-		{"empty pid replay", "POST", "/v1/replay", strings.NewReader(`{"pid":""}`), 400, journal.CodeInvalid},
-		{"empty pid fence", "POST", "/v1/fence", strings.NewReader(`{}`), 400, journal.CodeInvalid},
-		{"bad fence token", "POST", "/v1/fence", strings.NewReader(`{"pid":"p","token":"a b"}`), 400, journal.CodeInvalid},
-		{"long fence token", "POST", "/v1/fence", strings.NewReader(`{"pid":"p","token":"` + strings.Repeat("a", 65) + `"}`), 400, journal.CodeInvalid},
-		{"empty pid highest", "POST", "/v1/highest", strings.NewReader(`{"pid":""}`), 400, journal.CodeInvalid},
-		{"missing expected_seq", "POST", "/v1/append", strings.NewReader(`{"pid":"p","events":["eA=="]}`), 400, journal.CodeInvalid},
-		{"expected_seq -2", "POST", "/v1/append", strings.NewReader(`{"pid":"p","expected_seq":-2,"events":["eA=="]}`), 400, journal.CodeInvalid},
-		{"expected_seq overflow", "POST", "/v1/append", strings.NewReader(`{"pid":"p","expected_seq":1e30,"events":["eA=="]}`), 400, journal.CodeInvalid},
-		{"expected_seq fraction", "POST", "/v1/append", strings.NewReader(`{"pid":"p","expected_seq":0.5,"events":["eA=="]}`), 400, journal.CodeInvalid},
-		{"negative epoch", "POST", "/v1/append", strings.NewReader(`{"pid":"p","expected_seq":1,"epoch":-1,"events":["eA=="]}`), 400, journal.CodeInvalid},
-		{"no events", "POST", "/v1/append", strings.NewReader(`{"pid":"p","expected_seq":1,"events":[]}`), 400, journal.CodeInvalid},
-		{"bad base64", "POST", "/v1/append", strings.NewReader(`{"pid":"p","expected_seq":1,"events":["!!"]}`), 400, journal.CodeInvalid},
-		{"negative max", "POST", "/v1/replay", strings.NewReader(`{"pid":"p","max":-1}`), 400, journal.CodeInvalid},
-		{"huge body", "POST", "/v1/append", huge, 413, journal.CodeTooLarge},
-		{"seq conflict", "POST", "/v1/append", strings.NewReader(`{"pid":"p","expected_seq":0,"events":["eA=="]}`), 409, journal.CodeSeqConflict},
-		{"fenced", "POST", "/v1/append", strings.NewReader(`{"pid":"p","expected_seq":1,"epoch":1,"events":["eA=="]}`), 409, journal.CodeFenced},
+		{"invalid UTF-8 pid", "POST", "/v1/append", strings.NewReader("{\"pid\":\"p\xff\",\"expected_seq\":0,\"events\":[\"eA==\"]}"), 400, protocol.CodeInvalid},
+		{"trailing data", "POST", "/v1/append", strings.NewReader(`{"pid":"p","expected_seq":1,"events":["eA=="]} {}`), 400, protocol.CodeInvalid},
+		{"unknown field append", "POST", "/v1/append", strings.NewReader(`{"pid":"p","expected_seq":1,"events":["eA=="],"force":true}`), 400, protocol.CodeInvalid},
+		{"unknown field replay", "POST", "/v1/replay", strings.NewReader(`{"pid":"p","limit":3}`), 400, protocol.CodeInvalid},
+		{"unknown field fence", "POST", "/v1/fence", strings.NewReader(`{"pid":"p","epoch":9}`), 400, protocol.CodeInvalid},
+		{"unknown field highest", "POST", "/v1/highest", strings.NewReader(`{"id":"p"}`), 400, protocol.CodeInvalid},
+		{"empty pid append", "POST", "/v1/append", strings.NewReader(`{"pid":"","expected_seq":0,"events":["eA=="]}`), 400, protocol.CodeInvalid},
+		{"empty pid replay", "POST", "/v1/replay", strings.NewReader(`{"pid":""}`), 400, protocol.CodeInvalid},
+		{"empty pid fence", "POST", "/v1/fence", strings.NewReader(`{}`), 400, protocol.CodeInvalid},
+		{"bad fence token", "POST", "/v1/fence", strings.NewReader(`{"pid":"p","token":"a b"}`), 400, protocol.CodeInvalid},
+		{"long fence token", "POST", "/v1/fence", strings.NewReader(`{"pid":"p","token":"` + strings.Repeat("a", 65) + `"}`), 400, protocol.CodeInvalid},
+		{"empty pid highest", "POST", "/v1/highest", strings.NewReader(`{"pid":""}`), 400, protocol.CodeInvalid},
+		{"missing expected_seq", "POST", "/v1/append", strings.NewReader(`{"pid":"p","events":["eA=="]}`), 400, protocol.CodeInvalid},
+		{"expected_seq -2", "POST", "/v1/append", strings.NewReader(`{"pid":"p","expected_seq":-2,"events":["eA=="]}`), 400, protocol.CodeInvalid},
+		{"expected_seq overflow", "POST", "/v1/append", strings.NewReader(`{"pid":"p","expected_seq":1e30,"events":["eA=="]}`), 400, protocol.CodeInvalid},
+		{"expected_seq fraction", "POST", "/v1/append", strings.NewReader(`{"pid":"p","expected_seq":0.5,"events":["eA=="]}`), 400, protocol.CodeInvalid},
+		{"negative epoch", "POST", "/v1/append", strings.NewReader(`{"pid":"p","expected_seq":1,"epoch":-1,"events":["eA=="]}`), 400, protocol.CodeInvalid},
+		{"no events", "POST", "/v1/append", strings.NewReader(`{"pid":"p","expected_seq":1,"events":[]}`), 400, protocol.CodeInvalid},
+		{"bad base64", "POST", "/v1/append", strings.NewReader(`{"pid":"p","expected_seq":1,"events":["!!"]}`), 400, protocol.CodeInvalid},
+		{"negative max", "POST", "/v1/replay", strings.NewReader(`{"pid":"p","max":-1}`), 400, protocol.CodeInvalid},
+		{"huge body", "POST", "/v1/append", huge, 413, protocol.CodeTooLarge},
+		{"seq conflict", "POST", "/v1/append", strings.NewReader(`{"pid":"p","expected_seq":0,"events":["eA=="]}`), 409, protocol.CodeSeqConflict},
+		{"fenced", "POST", "/v1/append", strings.NewReader(`{"pid":"p","expected_seq":1,"epoch":1,"events":["eA=="]}`), 409, protocol.CodeFenced},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			status, body := doRaw(t, srv.URL, tc.method, tc.path, tc.body)
-			if status != tc.wantStatus || body["code"] != tc.wantCode || body["outcome"] != journal.OutcomeFail {
+			if status != tc.wantStatus || body["code"] != tc.wantCode || body["outcome"] != string(protocol.Fail) {
 				t.Errorf("got %d %v, want %d code %q outcome fail", status, body, tc.wantStatus, tc.wantCode)
 			}
 			if msg, _ := body["error"].(string); msg == "" {

@@ -10,12 +10,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/shardtest/shardtest/protocol/journal"
-	"github.com/shardtest/shardtest/protocol/kit"
 	"hash/fnv"
 	"log/slog"
 	"strconv"
+	"sync/atomic"
 	"time"
+
+	"github.com/shardtest/shardtest/protocol/journal"
+	"github.com/shardtest/shardtest/protocol/kit"
 
 	"github.com/shardtest/shardtest/impl/clock"
 	"github.com/shardtest/shardtest/impl/cluster"
@@ -159,7 +161,19 @@ type Deps struct {
 	Fresh func() bool
 	// ExtractShardID defaults to HashShards(NumberOfShards).
 	ExtractShardID ExtractShardID
+	// Incarnations numbers the region's entity starts; nil: a counter of
+	// the region's own (a member uid has one region per type, so each
+	// entity's incarnations differ all the same).
+	Incarnations *Incarnations
 }
+
+// Incarnations numbers entity starts: with the member uid a number makes
+// an entity incarnation unique cluster-wide. Its owner shares it among the
+// regions it makes (the reference node: one for all its types and member
+// incarnations, so that no number is used twice in its process).
+type Incarnations struct{ n atomic.Uint64 }
+
+func (c *Incarnations) next() uint64 { return c.n.Add(1) }
 
 // AllocationStrategy decides where shards live. Regions are member uids.
 // Implementations must be deterministic given their inputs.

@@ -5,15 +5,17 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/shardtest/shardtest/protocol/journal"
 	"path/filepath"
 	"testing"
+
+	"github.com/shardtest/shardtest/protocol/journal"
 
 	"github.com/shardtest/shardtest/impl/clock"
 	"github.com/shardtest/shardtest/impl/cluster"
 	"github.com/shardtest/shardtest/impl/peer"
 	"github.com/shardtest/shardtest/impl/persistence"
 	"github.com/shardtest/shardtest/impl/singleton"
+	"github.com/shardtest/shardtest/protocol"
 )
 
 // TestCoordinatorFenced: once a newer coordinator has fenced the journal
@@ -99,8 +101,8 @@ func TestIsDefinite(t *testing.T) {
 		{ErrRegionStopped, true},
 		{fmt.Errorf("%w: %w", ErrUnknownOutcome, ErrShardNotHere), false},
 		{&EntityError{Entity: "e", Err: ErrBufferFull}, false},
-		{&peer.RemoteError{Status: 503, Body: peer.ErrorBody{Code: "x", Outcome: peer.OutcomeFail}}, true},
-		{&peer.RemoteError{Status: 500, Body: peer.ErrorBody{Code: "x", Outcome: peer.OutcomeUnknown}}, false},
+		{&peer.RemoteError{Status: 503, Body: protocol.ErrorBody{Code: "x", Outcome: protocol.Fail}}, true},
+		{&peer.RemoteError{Status: 500, Body: protocol.ErrorBody{Code: "x", Outcome: protocol.Unknown}}, false},
 		{singleton.ErrDropped, true},
 		{errors.New("mystery"), false},
 	}

@@ -3,6 +3,7 @@ package sharding
 import (
 	"errors"
 	"fmt"
+
 	"github.com/shardtest/shardtest/protocol/journal"
 
 	"github.com/shardtest/shardtest/impl/peer"
@@ -75,22 +76,3 @@ func IsDefinite(err error) bool {
 	}
 	return false
 }
-
-// Error codes of the /internal/v1/sharding endpoints (peer.ErrorBody.Code).
-const (
-	CodeShardNotHere = "shard-not-here"
-	CodeHandingOff   = "handing-off"
-	CodeProxyOnly    = "proxy-only"
-	CodeRegionStop   = "region-stopped"
-	CodeBadRequest   = "bad-request"
-	CodeBadJSON      = "bad-json"
-	CodeNotFound     = "not-found"
-	CodeMethod       = "method-not-allowed"
-	CodeEntityError  = "entity-error"
-	// CodeEntityRejected: the entity refused the message (definite); the
-	// ErrorBody's Reason carries the Rejection's code.
-	CodeEntityRejected = "entity-rejected"
-	CodeEntityDown     = "entity-unavailable"
-	CodeNotDelivered   = "not-delivered"
-	CodeTimeout        = "timeout"
-)

@@ -11,6 +11,7 @@ import (
 	"sync"
 
 	"github.com/shardtest/shardtest/impl/peer"
+	"github.com/shardtest/shardtest/protocol"
 )
 
 // routePrefix is where the node-to-node sharding endpoints live:
@@ -70,7 +71,8 @@ type router struct {
 //	POST /internal/v1/sharding/{type}/begin-hand-off ShardRequest → ShardAnswer{state: buffering}
 //	POST /internal/v1/sharding/{type}/hand-off       ShardRequest → ShardAnswer{state: shard-stopped}
 //
-// Errors are peer.ErrorBody JSON; bad input is a 4xx with outcome "fail".
+// Errors are protocol.ErrorBody JSON (codes of protocol.ScopePeer); bad
+// input is a 4xx with outcome "fail".
 // Regions of several types may register on one mux; call Routes while
 // setting the mux up, not concurrently.
 func (r *Region) Routes(mux *http.ServeMux) {
@@ -91,7 +93,7 @@ func (rt *router) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	rest := strings.TrimPrefix(req.URL.Path, routePrefix)
 	i := strings.LastIndexByte(rest, '/')
 	if i <= 0 {
-		peer.WriteFail(w, http.StatusNotFound, CodeNotFound, "no such endpoint: "+req.URL.Path)
+		peer.WriteError(w, protocol.CodeNotFound, "no such endpoint: "+req.URL.Path)
 		return
 	}
 	typ, op := rest[:i], rest[i+1:]
@@ -99,35 +101,36 @@ func (rt *router) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	r := rt.regions[typ]
 	rt.mu.RUnlock()
 	if r == nil {
-		peer.WriteFail(w, http.StatusNotFound, CodeNotFound, "no region for entity type "+typ+" on this node")
+		peer.WriteError(w, protocol.CodeNotFound, "no region for entity type "+typ+" on this node")
 		return
 	}
 	switch op {
 	case opDeliver, opHostShard, opBeginHandOff, opHandOff:
 	default:
-		peer.WriteFail(w, http.StatusNotFound, CodeNotFound, "no such endpoint: "+req.URL.Path)
+		peer.WriteError(w, protocol.CodeNotFound, "no such endpoint: "+req.URL.Path)
 		return
 	}
 	if req.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
-		peer.WriteFail(w, http.StatusMethodNotAllowed, CodeMethod, "use POST")
+		peer.WriteError(w, protocol.CodeMethodNotAllowed, "use POST")
 		return
 	}
 	if to := req.Header.Get(peer.ToHeader); to != "" && to != r.self {
 		// Meant for an earlier incarnation of this member, at the same
 		// address: that region is gone, as if stopped. Acting on it would
 		// host or hand off a shard the coordinator places elsewhere.
-		peer.WriteFail(w, http.StatusServiceUnavailable, CodeRegionStop, "region "+to+" is gone; this is "+r.self)
+		peer.WriteError(w, protocol.CodeRegionStopped, "region "+to+" is gone; this is "+r.self)
 		return
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, req.Body, maxBody))
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			peer.WriteFail(w, http.StatusRequestEntityTooLarge, CodeBadRequest, "request body too large")
+			// The table's other status for bad-request.
+			peer.WriteErrorBody(w, http.StatusRequestEntityTooLarge, protocol.ErrorBody{Code: protocol.CodeBadRequest, Error: "request body too large"})
 			return
 		}
-		peer.WriteFail(w, http.StatusBadRequest, CodeBadJSON, "read body: "+err.Error())
+		peer.WriteError(w, protocol.CodeBadJSON, "read body: "+err.Error())
 		return
 	}
 	if op == opDeliver {
@@ -136,11 +139,11 @@ func (rt *router) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	}
 	var sr ShardRequest
 	if err := json.Unmarshal(body, &sr); err != nil {
-		peer.WriteFail(w, http.StatusBadRequest, CodeBadJSON, "malformed JSON: "+err.Error())
+		peer.WriteError(w, protocol.CodeBadJSON, "malformed JSON: "+err.Error())
 		return
 	}
 	if sr.Shard == "" || len(sr.Shard) > 256 {
-		peer.WriteFail(w, http.StatusBadRequest, CodeBadRequest, `"shard" must be a non-empty id of at most 256 bytes`)
+		peer.WriteError(w, protocol.CodeBadRequest, `"shard" must be a non-empty id of at most 256 bytes`)
 		return
 	}
 	switch op {
@@ -149,11 +152,11 @@ func (rt *router) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		case err == nil:
 			peer.WriteJSON(w, http.StatusOK, ShardAnswer{Shard: sr.Shard, State: StateHosted})
 		case errors.Is(err, errProxyOnly):
-			peer.WriteFail(w, http.StatusConflict, CodeProxyOnly, err.Error())
+			peer.WriteError(w, protocol.CodeProxyOnly, err.Error())
 		case errors.Is(err, errHandingOff):
-			peer.WriteFail(w, http.StatusServiceUnavailable, CodeHandingOff, err.Error())
+			peer.WriteError(w, protocol.CodeHandingOff, err.Error())
 		default:
-			peer.WriteFail(w, http.StatusServiceUnavailable, CodeRegionStop, err.Error())
+			peer.WriteError(w, protocol.CodeRegionStopped, err.Error())
 		}
 	case opBeginHandOff:
 		r.beginHandOff(sr.Shard)
@@ -167,15 +170,15 @@ func (rt *router) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 func (r *Region) serveDeliver(w http.ResponseWriter, ctx context.Context, body []byte) {
 	var msg Message
 	if err := json.Unmarshal(body, &msg); err != nil {
-		peer.WriteFail(w, http.StatusBadRequest, CodeBadJSON, "malformed JSON: "+err.Error())
+		peer.WriteError(w, protocol.CodeBadJSON, "malformed JSON: "+err.Error())
 		return
 	}
 	if msg.EntityID == "" {
-		peer.WriteFail(w, http.StatusBadRequest, CodeBadRequest, `"entity_id" is required`)
+		peer.WriteError(w, protocol.CodeBadRequest, `"entity_id" is required`)
 		return
 	}
 	if r.extract(msg.EntityID) == "" {
-		peer.WriteFail(w, http.StatusBadRequest, CodeBadRequest, "entity id maps to an empty shard id")
+		peer.WriteError(w, protocol.CodeBadRequest, "entity id maps to an empty shard id")
 		return
 	}
 	rep, err := r.localDeliver(ctx, msg)
@@ -187,18 +190,18 @@ func (r *Region) serveDeliver(w http.ResponseWriter, ctx context.Context, body [
 	var rej *Rejection
 	switch {
 	case errors.As(err, &rej):
-		peer.WriteJSON(w, http.StatusConflict, peer.ErrorBody{Error: err.Error(), Code: CodeEntityRejected, Reason: rej.Code, Outcome: peer.OutcomeFail})
+		peer.WriteErrorBody(w, 0, protocol.ErrorBody{Error: err.Error(), Code: protocol.CodeEntityRejected, Reason: rej.Code})
 	case errors.Is(err, ErrShardNotHere):
-		peer.WriteFail(w, http.StatusServiceUnavailable, CodeShardNotHere, err.Error())
+		peer.WriteError(w, protocol.CodeShardNotHere, err.Error())
 	case errors.As(err, &ee):
-		peer.WriteJSON(w, http.StatusInternalServerError, peer.ErrorBody{Error: err.Error(), Code: CodeEntityError, Outcome: peer.OutcomeUnknown})
+		peer.WriteError(w, protocol.CodeEntityError, err.Error())
 	case errors.Is(err, ErrRegionStopped):
-		peer.WriteFail(w, http.StatusServiceUnavailable, CodeRegionStop, err.Error())
+		peer.WriteError(w, protocol.CodeRegionStopped, err.Error())
 	case errors.Is(err, ErrEntityUnavailable):
-		peer.WriteFail(w, http.StatusServiceUnavailable, CodeEntityDown, err.Error())
+		peer.WriteError(w, protocol.CodeEntityUnavailable, err.Error())
 	case errors.Is(err, ErrNotDelivered):
-		peer.WriteFail(w, http.StatusServiceUnavailable, CodeNotDelivered, err.Error())
+		peer.WriteError(w, protocol.CodeNotDelivered, err.Error())
 	default:
-		peer.WriteJSON(w, http.StatusGatewayTimeout, peer.ErrorBody{Error: err.Error(), Code: CodeTimeout, Outcome: peer.OutcomeUnknown})
+		peer.WriteError(w, protocol.CodeTimeout, err.Error())
 	}
 }

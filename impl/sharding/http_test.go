@@ -7,11 +7,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/shardtest/shardtest/impl/peer"
+	"github.com/shardtest/shardtest/protocol"
 )
 
 // TestBadInput: malformed requests to the internal endpoints get a 4xx
-// JSON peer.ErrorBody with outcome "fail", never a panic.
+// JSON protocol.ErrorBody with outcome "fail", never a panic.
 func TestBadInput(t *testing.T) {
 	s := testSettings()
 	c := newShardCluster(t, 2, s, "n2")
@@ -25,22 +25,22 @@ func TestBadInput(t *testing.T) {
 		status                  int
 		code                    string
 	}{
-		{"deliver bad json", "POST", base + "deliver", "{", 400, CodeBadJSON},
-		{"deliver not an object", "POST", base + "deliver", "[1,2]", 400, CodeBadJSON},
-		{"deliver empty entity", "POST", base + "deliver", `{"op":"x"}`, 400, CodeBadRequest},
-		{"deliver wrong payload type", "POST", base + "deliver", `{"entity_id":5}`, 400, CodeBadJSON},
-		{"deliver shard not hosted", "POST", base + "deliver", `{"entity_id":"nobody-asked"}`, 503, CodeShardNotHere},
-		{"host-shard empty", "POST", base + "host-shard", `{}`, 400, CodeBadRequest},
-		{"host-shard bad json", "POST", base + "host-shard", `nope`, 400, CodeBadJSON},
-		{"host-shard on proxy", "POST", proxyBase + "host-shard", `{"shard":"1"}`, 409, CodeProxyOnly},
-		{"begin-hand-off empty", "POST", base + "begin-hand-off", `{"shard":""}`, 400, CodeBadRequest},
-		{"hand-off long shard", "POST", base + "hand-off", `{"shard":"` + strings.Repeat("x", 300) + `"}`, 400, CodeBadRequest},
-		{"hand-off null", "POST", base + "hand-off", `null`, 400, CodeBadRequest},
-		{"wrong method", "GET", base + "deliver", "", 405, CodeMethod},
-		{"unknown op", "POST", base + "explode", "{}", 404, CodeNotFound},
-		{"unknown type", "POST", c.node("n1").srv.URL + routePrefix + "nosuchtype/deliver", "{}", 404, CodeNotFound},
-		{"no type", "POST", c.node("n1").srv.URL + routePrefix + "deliver", "{}", 404, CodeNotFound},
-		{"too large", "POST", base + "deliver", `{"entity_id":"` + strings.Repeat("x", maxBody) + `"}`, 413, CodeBadRequest},
+		{"deliver bad json", "POST", base + "deliver", "{", 400, protocol.CodeBadJSON},
+		{"deliver not an object", "POST", base + "deliver", "[1,2]", 400, protocol.CodeBadJSON},
+		{"deliver empty entity", "POST", base + "deliver", `{"op":"x"}`, 400, protocol.CodeBadRequest},
+		{"deliver wrong payload type", "POST", base + "deliver", `{"entity_id":5}`, 400, protocol.CodeBadJSON},
+		{"deliver shard not hosted", "POST", base + "deliver", `{"entity_id":"nobody-asked"}`, 503, protocol.CodeShardNotHere},
+		{"host-shard empty", "POST", base + "host-shard", `{}`, 400, protocol.CodeBadRequest},
+		{"host-shard bad json", "POST", base + "host-shard", `nope`, 400, protocol.CodeBadJSON},
+		{"host-shard on proxy", "POST", proxyBase + "host-shard", `{"shard":"1"}`, 409, protocol.CodeProxyOnly},
+		{"begin-hand-off empty", "POST", base + "begin-hand-off", `{"shard":""}`, 400, protocol.CodeBadRequest},
+		{"hand-off long shard", "POST", base + "hand-off", `{"shard":"` + strings.Repeat("x", 300) + `"}`, 400, protocol.CodeBadRequest},
+		{"hand-off null", "POST", base + "hand-off", `null`, 400, protocol.CodeBadRequest},
+		{"wrong method", "GET", base + "deliver", "", 405, protocol.CodeMethodNotAllowed},
+		{"unknown op", "POST", base + "explode", "{}", 404, protocol.CodeNotFound},
+		{"unknown type", "POST", c.node("n1").srv.URL + routePrefix + "nosuchtype/deliver", "{}", 404, protocol.CodeNotFound},
+		{"no type", "POST", c.node("n1").srv.URL + routePrefix + "deliver", "{}", 404, protocol.CodeNotFound},
+		{"too large", "POST", base + "deliver", `{"entity_id":"` + strings.Repeat("x", maxBody) + `"}`, 413, protocol.CodeBadRequest},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -57,11 +57,11 @@ func TestBadInput(t *testing.T) {
 			if res.StatusCode != tt.status {
 				t.Fatalf("status %d, want %d: %s", res.StatusCode, tt.status, data)
 			}
-			var eb peer.ErrorBody
+			var eb protocol.ErrorBody
 			if err := json.Unmarshal(data, &eb); err != nil {
 				t.Fatalf("body is not JSON: %q", data)
 			}
-			if eb.Code != tt.code || eb.Outcome != peer.OutcomeFail || eb.Error == "" {
+			if eb.Code != tt.code || eb.Outcome != protocol.Fail || eb.Error == "" {
 				t.Fatalf("body %+v, want code %s outcome fail", eb, tt.code)
 			}
 		})

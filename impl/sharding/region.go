@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/shardtest/shardtest/protocol"
-	"github.com/shardtest/shardtest/protocol/kit"
 	"log/slog"
 	"slices"
 	"strconv"
@@ -17,6 +15,8 @@ import (
 
 	"github.com/shardtest/shardtest/impl/peer"
 	"github.com/shardtest/shardtest/impl/singleton"
+	"github.com/shardtest/shardtest/protocol"
+	"github.com/shardtest/shardtest/protocol/kit"
 )
 
 // Region is the ShardRegion of one entity type on one member. It routes
@@ -68,10 +68,6 @@ type shardBuffer struct {
 	handOff bool
 }
 
-// incarnations numbers entity starts in this process; with the member uid
-// it makes incarnations unique cluster-wide.
-var incarnations atomic.Uint64
-
 // NewRegion returns the region of s.TypeName on this member. It is
 // proxy-only if d.Factory is nil or this member lacks s.Role. coordinator
 // reaches the coordinator singleton (named CoordinatorName(s.TypeName)).
@@ -98,6 +94,9 @@ func NewRegion(s Settings, d Deps, coordinator *singleton.Proxy) (*Region, error
 	}
 	if d.ExtractShardID == nil {
 		d.ExtractShardID = HashShards(s.NumberOfShards)
+	}
+	if d.Incarnations == nil {
+		d.Incarnations = &Incarnations{}
 	}
 	self := d.Membership.Snapshot().Self
 	if self.Name == "" {
@@ -129,7 +128,7 @@ func (r *Region) ProxyOnly() bool { return r.proxyOnly }
 func (r *Region) Settings() Settings { return r.s }
 
 func (r *Region) nextIncarnation() string {
-	return r.self + "/" + strconv.FormatUint(incarnations.Add(1), 10)
+	return r.self + "/" + strconv.FormatUint(r.d.Incarnations.next(), 10)
 }
 
 // askTimeout bounds one request to the coordinator; hostTimeout one
@@ -602,18 +601,18 @@ func classifyForward(err error, entityID, home string) (Reply, error, bool) {
 	var re *peer.RemoteError
 	if errors.As(err, &re) {
 		switch {
-		case (re.Body.Code == CodeShardNotHere || re.Body.Code == CodeRegionStop || re.Body.Code == peer.CodeWrongMember ||
-			re.Body.Code == peer.CodeRefused) && re.Body.Outcome == peer.OutcomeFail:
+		case (re.Body.Code == protocol.CodeShardNotHere || re.Body.Code == protocol.CodeRegionStopped || re.Body.Code == protocol.CodeWrongMember ||
+			re.Body.Code == protocol.CodePeerRefused) && re.Body.Outcome == protocol.Fail:
 			// Not hosted there (any more), or that region has stopped (its
 			// node is being downed, or it is another incarnation now), or
 			// it does not know this member yet: wait for the shard's next
 			// home.
 			return Reply{}, nil, true
-		case re.Body.Code == CodeEntityError:
+		case re.Body.Code == protocol.CodeEntityError:
 			return Reply{}, &EntityError{Entity: entityID, Err: err}, false
-		case re.Body.Code == CodeEntityRejected && re.Body.Outcome == peer.OutcomeFail:
+		case re.Body.Code == protocol.CodeEntityRejected && re.Body.Outcome == protocol.Fail:
 			return Reply{}, &EntityError{Entity: entityID, Err: Reject(re.Body.Reason, err)}, false
-		case re.Body.Outcome == peer.OutcomeFail:
+		case re.Body.Outcome == protocol.Fail:
 			return Reply{}, fmt.Errorf("sharding: forward to %s: %w", home, err), false
 		}
 		return Reply{}, fmt.Errorf("%w: forward to %s: %w", ErrUnknownOutcome, home, err), false

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/shardtest/shardtest/protocol"
 	"slices"
 	"sync"
 	"testing"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/shardtest/shardtest/impl/cluster"
 	"github.com/shardtest/shardtest/impl/peer"
+	"github.com/shardtest/shardtest/protocol"
 )
 
 // TestRouting: three regions (n3 proxy-only), 200 entities reached from
@@ -776,8 +776,8 @@ func TestRegionRefusesRequestsForAnEarlierIncarnation(t *testing.T) {
 		err := n2.peers.Call(context.Background(), peer.Target{UID: earlier, GossipAddr: n1.member.GossipAddr, Addr: n1.member.PeerAddr},
 			regionPath(s.TypeName, tt.op), tt.body, nil)
 		var re *peer.RemoteError
-		if !errors.As(err, &re) || re.Body.Code != CodeRegionStop || re.Body.Outcome != peer.OutcomeFail {
-			t.Errorf("%s for %s: %v, want a definite %s", tt.name, earlier, err, CodeRegionStop)
+		if !errors.As(err, &re) || re.Body.Code != protocol.CodeRegionStopped || re.Body.Outcome != protocol.Fail {
+			t.Errorf("%s for %s: %v, want a definite %s", tt.name, earlier, err, protocol.CodeRegionStopped)
 		}
 	}
 	if hosted := n1.region.HostedShards(); slices.Contains(hosted, "7") {

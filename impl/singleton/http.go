@@ -11,6 +11,7 @@ import (
 	"sync"
 
 	"github.com/shardtest/shardtest/impl/peer"
+	"github.com/shardtest/shardtest/protocol"
 )
 
 // routePrefix is where the node-to-node singleton endpoints live:
@@ -48,7 +49,7 @@ func (rt *router) get(name string) *Manager {
 //	POST /internal/v1/singleton/{name}/hand-over-done    {"from": uid} → {"state": "ack"}
 //	POST /internal/v1/singleton/{name}/request           Request       → the instance's reply
 //
-// Errors are peer.ErrorBody JSON. Managers of several singletons may
+// Errors are protocol.ErrorBody JSON (codes of protocol.ScopePeer). Managers of several singletons may
 // register on one mux; call Routes while setting the mux up, not
 // concurrently.
 func (m *Manager) Routes(mux *http.ServeMux) {
@@ -68,23 +69,23 @@ func (rt *router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rest := strings.TrimPrefix(r.URL.Path, routePrefix)
 	name, op, ok := strings.Cut(rest, "/")
 	if !ok || name == "" {
-		peer.WriteFail(w, http.StatusNotFound, CodeNotFound, "no such endpoint: "+r.URL.Path)
+		peer.WriteError(w, protocol.CodeNotFound, "no such endpoint: "+r.URL.Path)
 		return
 	}
 	m := rt.get(name)
 	if m == nil {
-		peer.WriteFail(w, http.StatusNotFound, CodeUnknownName, fmt.Sprintf("no singleton named %q on this node", name))
+		peer.WriteError(w, protocol.CodeUnknownSingleton, fmt.Sprintf("no singleton named %q on this node", name))
 		return
 	}
 	switch op {
 	case opHandOverToMe, opTakeOverFromMe, opHandOverDone, opRequest:
 	default:
-		peer.WriteFail(w, http.StatusNotFound, CodeNotFound, "no such endpoint: "+r.URL.Path)
+		peer.WriteError(w, protocol.CodeNotFound, "no such endpoint: "+r.URL.Path)
 		return
 	}
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
-		peer.WriteFail(w, http.StatusMethodNotAllowed, CodeMethod, "use POST")
+		peer.WriteError(w, protocol.CodeMethodNotAllowed, "use POST")
 		return
 	}
 	m.serve(op, w, r)
@@ -95,10 +96,11 @@ func (m *Manager) serve(op string, w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			peer.WriteFail(w, http.StatusRequestEntityTooLarge, CodeBadRequest, "request body too large")
+			// The table's other status for bad-request.
+			peer.WriteErrorBody(w, http.StatusRequestEntityTooLarge, protocol.ErrorBody{Code: protocol.CodeBadRequest, Error: "request body too large"})
 			return
 		}
-		peer.WriteFail(w, http.StatusBadRequest, CodeBadJSON, "read body: "+err.Error())
+		peer.WriteError(w, protocol.CodeBadJSON, "read body: "+err.Error())
 		return
 	}
 	if op == opRequest {
@@ -107,16 +109,16 @@ func (m *Manager) serve(op string, w http.ResponseWriter, r *http.Request) {
 	}
 	var fb fromBody
 	if err := json.Unmarshal(body, &fb); err != nil {
-		peer.WriteFail(w, http.StatusBadRequest, CodeBadJSON, "malformed JSON: "+err.Error())
+		peer.WriteError(w, protocol.CodeBadJSON, "malformed JSON: "+err.Error())
 		return
 	}
 	if fb.From == "" {
-		peer.WriteFail(w, http.StatusBadRequest, CodeBadRequest, `"from" (the sender's member uid) is required`)
+		peer.WriteError(w, protocol.CodeBadRequest, `"from" (the sender's member uid) is required`)
 		return
 	}
 	ans, ok := m.ask(r, op, fb.From)
 	if !ok {
-		peer.WriteFail(w, http.StatusServiceUnavailable, CodeNoManager, "singleton manager is not running")
+		peer.WriteError(w, protocol.CodeNoManager, "singleton manager is not running")
 		return
 	}
 	peer.WriteJSON(w, http.StatusOK, stateBody{State: ans})
@@ -125,21 +127,19 @@ func (m *Manager) serve(op string, w http.ResponseWriter, r *http.Request) {
 func (m *Manager) serveRequest(w http.ResponseWriter, r *http.Request, body []byte) {
 	var req Request
 	if err := json.Unmarshal(body, &req); err != nil {
-		peer.WriteFail(w, http.StatusBadRequest, CodeBadJSON, "malformed JSON: "+err.Error())
+		peer.WriteError(w, protocol.CodeBadJSON, "malformed JSON: "+err.Error())
 		return
 	}
 	res, err := m.Handle(r.Context(), req)
 	if err != nil {
-		status, eb := errorBody(err)
-		peer.WriteJSON(w, status, eb)
+		peer.WriteError(w, errorCode(err), err.Error())
 		return
 	}
 	if len(res) == 0 {
 		res = json.RawMessage("null")
 	}
 	if !json.Valid(res) {
-		peer.WriteJSON(w, http.StatusInternalServerError, peer.ErrorBody{
-			Error: "instance replied with invalid JSON", Code: CodeInstanceError, Outcome: peer.OutcomeUnknown})
+		peer.WriteError(w, protocol.CodeInstanceError, "instance replied with invalid JSON")
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")

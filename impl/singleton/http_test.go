@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/shardtest/shardtest/impl/peer"
+	"github.com/shardtest/shardtest/protocol"
 )
 
 func TestEndpointsBadInput(t *testing.T) {
@@ -34,27 +34,27 @@ func TestEndpointsBadInput(t *testing.T) {
 		body       string
 		wantStatus int
 		wantCode   string
-		wantOut    string // outcome; "" means fail
+		wantOut    protocol.Outcome // "" means fail
 	}{
-		{"malformed hand-over", n1, "POST", base + "hand-over-to-me", "{", 400, CodeBadJSON, ""},
-		{"hand-over without from", n1, "POST", base + "hand-over-to-me", "{}", 400, CodeBadRequest, ""},
-		{"take-over wrong shape", n1, "POST", base + "take-over-from-me", "[1,2]", 400, CodeBadJSON, ""},
-		{"hand-over-done empty body", n1, "POST", base + "hand-over-done", "", 400, CodeBadJSON, ""},
-		{"from of the wrong type", n1, "POST", base + "hand-over-done", `{"from":5}`, 400, CodeBadJSON, ""},
-		{"malformed request", n1, "POST", base + "request", "{", 400, CodeBadJSON, ""},
-		{"empty op", n1, "POST", base + "request", `{"op":""}`, 400, CodeBadRequest, ""},
-		{"null request", n1, "POST", base + "request", `null`, 400, CodeBadRequest, ""},
-		{"unknown op", n1, "POST", base + "request", `{"op":"nope"}`, 400, CodeBadRequest, ""},
-		{"instance replies garbage", n1, "POST", base + "request", `{"op":"bad-json"}`, 500, CodeInstanceError, peer.OutcomeUnknown},
-		{"too large", n1, "POST", base + "request", `{"op":"echo","payload":"` + strings.Repeat("x", maxBody) + `"}`, 413, CodeBadRequest, ""},
-		{"unknown singleton", n1, "POST", "/internal/v1/singleton/nope/request", `{"op":"echo"}`, 404, CodeUnknownName, ""},
-		{"unknown endpoint", n1, "POST", base + "explode", `{}`, 404, CodeNotFound, ""},
-		{"nested path", n1, "POST", base + "request/more", `{}`, 404, CodeNotFound, ""},
-		{"no name", n1, "POST", "/internal/v1/singleton/", `{}`, 404, CodeNotFound, ""},
-		{"wrong method", n1, "GET", base + "request", "", 405, CodeMethod, ""},
-		{"wrong method hand-over", n1, "PUT", base + "hand-over-to-me", `{"from":"x"}`, 405, CodeMethod, ""},
-		{"not running here", n2, "POST", base + "request", `{"op":"echo"}`, 503, CodeNotRunning, ""},
-		{"manager not running", n1, "POST", "/internal/v1/singleton/other/hand-over-to-me", `{"from":"n2@i1"}`, 503, CodeNoManager, ""},
+		{"malformed hand-over", n1, "POST", base + "hand-over-to-me", "{", 400, protocol.CodeBadJSON, ""},
+		{"hand-over without from", n1, "POST", base + "hand-over-to-me", "{}", 400, protocol.CodeBadRequest, ""},
+		{"take-over wrong shape", n1, "POST", base + "take-over-from-me", "[1,2]", 400, protocol.CodeBadJSON, ""},
+		{"hand-over-done empty body", n1, "POST", base + "hand-over-done", "", 400, protocol.CodeBadJSON, ""},
+		{"from of the wrong type", n1, "POST", base + "hand-over-done", `{"from":5}`, 400, protocol.CodeBadJSON, ""},
+		{"malformed request", n1, "POST", base + "request", "{", 400, protocol.CodeBadJSON, ""},
+		{"empty op", n1, "POST", base + "request", `{"op":""}`, 400, protocol.CodeBadRequest, ""},
+		{"null request", n1, "POST", base + "request", `null`, 400, protocol.CodeBadRequest, ""},
+		{"unknown op", n1, "POST", base + "request", `{"op":"nope"}`, 400, protocol.CodeBadRequest, ""},
+		{"instance replies garbage", n1, "POST", base + "request", `{"op":"bad-json"}`, 500, protocol.CodeInstanceError, protocol.Unknown},
+		{"too large", n1, "POST", base + "request", `{"op":"echo","payload":"` + strings.Repeat("x", maxBody) + `"}`, 413, protocol.CodeBadRequest, ""},
+		{"unknown singleton", n1, "POST", "/internal/v1/singleton/nope/request", `{"op":"echo"}`, 404, protocol.CodeUnknownSingleton, ""},
+		{"unknown endpoint", n1, "POST", base + "explode", `{}`, 404, protocol.CodeNotFound, ""},
+		{"nested path", n1, "POST", base + "request/more", `{}`, 404, protocol.CodeNotFound, ""},
+		{"no name", n1, "POST", "/internal/v1/singleton/", `{}`, 404, protocol.CodeNotFound, ""},
+		{"wrong method", n1, "GET", base + "request", "", 405, protocol.CodeMethodNotAllowed, ""},
+		{"wrong method hand-over", n1, "PUT", base + "hand-over-to-me", `{"from":"x"}`, 405, protocol.CodeMethodNotAllowed, ""},
+		{"not running here", n2, "POST", base + "request", `{"op":"echo"}`, 503, protocol.CodeSingletonNotRunning, ""},
+		{"manager not running", n1, "POST", "/internal/v1/singleton/other/hand-over-to-me", `{"from":"n2@i1"}`, 503, protocol.CodeNoManager, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -74,13 +74,13 @@ func TestEndpointsBadInput(t *testing.T) {
 			if ct := res.Header.Get("Content-Type"); ct != "application/json" {
 				t.Errorf("content type %q", ct)
 			}
-			var eb peer.ErrorBody
+			var eb protocol.ErrorBody
 			if err := json.Unmarshal(data, &eb); err != nil {
 				t.Fatalf("answer is not JSON: %q", data)
 			}
 			want := tt.wantOut
 			if want == "" {
-				want = peer.OutcomeFail
+				want = protocol.Fail
 			}
 			if eb.Code != tt.wantCode || eb.Outcome != want || eb.Error == "" {
 				t.Errorf("body %+v, want code %q outcome %q", eb, tt.wantCode, want)

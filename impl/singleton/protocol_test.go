@@ -4,38 +4,41 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/shardtest/shardtest/protocol"
-	"github.com/shardtest/shardtest/protocol/journal"
 	"testing"
 	"time"
 
+	"github.com/shardtest/shardtest/protocol/journal"
+
 	"github.com/shardtest/shardtest/impl/cluster"
 	"github.com/shardtest/shardtest/impl/peer"
+	"github.com/shardtest/shardtest/protocol"
 )
 
-func TestErrorBody(t *testing.T) {
+// Every error of Manager.Handle is answered with a code whose status and
+// outcome (the table's) are right for it.
+func TestErrorCode(t *testing.T) {
 	tests := []struct {
 		name    string
 		err     error
 		status  int
 		code    string
-		outcome string
+		outcome protocol.Outcome
 	}{
-		{"bad request", fmt.Errorf("%w: op", ErrBadRequest), 400, CodeBadRequest, peer.OutcomeFail},
-		{"not running", ErrNotRunning, 503, CodeNotRunning, peer.OutcomeFail},
-		{"fenced", fmt.Errorf("%w: %w", ErrInstanceFailed, journal.ErrFenced), 503, CodeFailed, peer.OutcomeFail},
-		{"unavailable", fmt.Errorf("%w: journal", ErrUnavailable), 503, CodeUnavailable, peer.OutcomeFail},
-		{"unknown", fmt.Errorf("%w: journal", ErrUnknownOutcome), 503, CodeOutcomeUnknown, peer.OutcomeUnknown},
-		{"unknown timeout", fmt.Errorf("%w: %w", ErrUnknownOutcome, context.DeadlineExceeded), 504, CodeTimeout, peer.OutcomeUnknown},
-		{"bare timeout", context.DeadlineExceeded, 504, CodeTimeout, peer.OutcomeUnknown},
-		{"instance failed, outcome unclear", fmt.Errorf("%w: %w: panic", ErrInstanceFailed, ErrUnknownOutcome), 503, CodeOutcomeUnknown, peer.OutcomeUnknown},
-		{"other", errors.New("boom"), 500, CodeInstanceError, peer.OutcomeUnknown},
+		{"bad request", fmt.Errorf("%w: op", ErrBadRequest), 400, protocol.CodeBadRequest, protocol.Fail},
+		{"not running", ErrNotRunning, 503, protocol.CodeSingletonNotRunning, protocol.Fail},
+		{"fenced", fmt.Errorf("%w: %w", ErrInstanceFailed, journal.ErrFenced), 503, protocol.CodeSingletonFailed, protocol.Fail},
+		{"unavailable", fmt.Errorf("%w: journal", ErrUnavailable), 503, protocol.CodeUnavailable, protocol.Fail},
+		{"unknown", fmt.Errorf("%w: journal", ErrUnknownOutcome), 503, protocol.CodeSingletonOutcomeUnknown, protocol.Unknown},
+		{"unknown timeout", fmt.Errorf("%w: %w", ErrUnknownOutcome, context.DeadlineExceeded), 504, protocol.CodeTimeout, protocol.Unknown},
+		{"bare timeout", context.DeadlineExceeded, 504, protocol.CodeTimeout, protocol.Unknown},
+		{"instance failed, outcome unclear", fmt.Errorf("%w: %w: panic", ErrInstanceFailed, ErrUnknownOutcome), 503, protocol.CodeSingletonOutcomeUnknown, protocol.Unknown},
+		{"other", errors.New("boom"), 500, protocol.CodeInstanceError, protocol.Unknown},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			status, b := errorBody(tt.err)
-			if status != tt.status || b.Code != tt.code || b.Outcome != tt.outcome || b.Error == "" {
-				t.Errorf("errorBody = %d %+v, want %d %s %s", status, b, tt.status, tt.code, tt.outcome)
+			status, b := protocol.ErrorReply(protocol.ScopePeer, 0, protocol.ErrorBody{Code: errorCode(tt.err)})
+			if status != tt.status || b.Code != tt.code || b.Outcome != tt.outcome {
+				t.Errorf("errorCode = %s (%d %s), want %s (%d %s)", b.Code, status, b.Outcome, tt.code, tt.status, tt.outcome)
 			}
 		})
 	}

@@ -5,9 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/shardtest/shardtest/protocol"
-	"github.com/shardtest/shardtest/protocol/journal"
-	"github.com/shardtest/shardtest/protocol/kit"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -16,9 +13,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shardtest/shardtest/protocol/journal"
+	"github.com/shardtest/shardtest/protocol/kit"
+
 	"github.com/shardtest/shardtest/impl/clock"
 	"github.com/shardtest/shardtest/impl/cluster"
 	"github.com/shardtest/shardtest/impl/peer"
+	"github.com/shardtest/shardtest/protocol"
 )
 
 func TestIsDefinite(t *testing.T) {
@@ -36,8 +37,8 @@ func TestIsDefinite(t *testing.T) {
 		{"unknown wins", fmt.Errorf("%w: %w", ErrUnknownOutcome, ErrNotRunning), false},
 		{"fenced", fmt.Errorf("%w: %w", ErrInstanceFailed, journal.ErrFenced), true},
 		{"instance failed alone", ErrInstanceFailed, false},
-		{"remote fail", &peer.RemoteError{Status: 400, Body: peer.ErrorBody{Outcome: peer.OutcomeFail}}, true},
-		{"remote unknown", &peer.RemoteError{Status: 503, Body: peer.ErrorBody{Outcome: peer.OutcomeUnknown}}, false},
+		{"remote fail", &peer.RemoteError{Status: 400, Body: protocol.ErrorBody{Outcome: protocol.Fail}}, true},
+		{"remote unknown", &peer.RemoteError{Status: 503, Body: protocol.ErrorBody{Outcome: protocol.Unknown}}, false},
 		{"deadline", context.DeadlineExceeded, false},
 		{"other", errTest, false},
 	}
@@ -210,7 +211,7 @@ func TestProxyDeadlineWhileBuffered(t *testing.T) {
 // unknown outcome is returned after a single attempt.
 func TestProxyRemoteOutcomes(t *testing.T) {
 	notRunning := func(w http.ResponseWriter) {
-		peer.WriteJSON(w, 503, peer.ErrorBody{Error: "no", Code: CodeNotRunning, Outcome: peer.OutcomeFail})
+		peer.WriteJSON(w, 503, protocol.ErrorBody{Error: "no", Code: protocol.CodeSingletonNotRunning, Outcome: protocol.Fail})
 	}
 	tests := []struct {
 		name        string
@@ -236,7 +237,7 @@ func TestProxyRemoteOutcomes(t *testing.T) {
 			name: "failed instance is retried",
 			handler: func(hit int, w http.ResponseWriter, r *http.Request) {
 				if hit == 1 {
-					peer.WriteJSON(w, 503, peer.ErrorBody{Error: "fenced", Code: CodeFailed, Outcome: peer.OutcomeFail})
+					peer.WriteJSON(w, 503, protocol.ErrorBody{Error: "fenced", Code: protocol.CodeSingletonFailed, Outcome: protocol.Fail})
 					return
 				}
 				peer.WriteJSON(w, 200, map[string]int{"id": 7})
@@ -246,7 +247,7 @@ func TestProxyRemoteOutcomes(t *testing.T) {
 		{
 			name: "unknown outcome answer",
 			handler: func(hit int, w http.ResponseWriter, r *http.Request) {
-				peer.WriteJSON(w, 503, peer.ErrorBody{Error: "journal down", Code: CodeOutcomeUnknown, Outcome: peer.OutcomeUnknown})
+				peer.WriteJSON(w, 503, protocol.ErrorBody{Error: "journal down", Code: protocol.CodeSingletonOutcomeUnknown, Outcome: protocol.Unknown})
 			},
 			wantHits: 1, wantErr: ErrUnknownOutcome,
 		},
@@ -280,7 +281,7 @@ func TestProxyRemoteOutcomes(t *testing.T) {
 		{
 			name: "bad request",
 			handler: func(hit int, w http.ResponseWriter, r *http.Request) {
-				peer.WriteJSON(w, 400, peer.ErrorBody{Error: "op", Code: CodeBadRequest, Outcome: peer.OutcomeFail})
+				peer.WriteJSON(w, 400, protocol.ErrorBody{Error: "op", Code: protocol.CodeBadRequest, Outcome: protocol.Fail})
 			},
 			wantHits: 1, wantErr: ErrBadRequest, wantDefined: true,
 		},

@@ -24,14 +24,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/shardtest/shardtest/protocol/journal"
 	"net"
-	"net/http"
 	"regexp"
 	"time"
 
+	"github.com/shardtest/shardtest/protocol/journal"
+
 	"github.com/shardtest/shardtest/impl/clock"
 	"github.com/shardtest/shardtest/impl/peer"
+	"github.com/shardtest/shardtest/protocol"
 )
 
 // Request is one message to the singleton instance.
@@ -121,53 +122,28 @@ func retryable(err error) bool {
 	return isInstanceFailure(err) && IsDefinite(err)
 }
 
-// Error codes of node endpoints (peer.ErrorBody.Code).
-const (
-	CodeNotRunning     = "singleton-not-running"
-	CodeFailed         = "singleton-failed"
-	CodeBadRequest     = "bad-request"
-	CodeBadJSON        = "bad-json"
-	CodeUnavailable    = "unavailable"
-	CodeOutcomeUnknown = "outcome-unknown"
-	CodeTimeout        = "timeout"
-	CodeInstanceError  = "instance-error"
-	CodeNotFound       = "not-found"
-	CodeUnknownName    = "unknown-singleton"
-	CodeMethod         = "method-not-allowed"
-	CodeNoManager      = "manager-not-running"
-)
-
-// errorBody maps an error of Manager.Handle to an HTTP status and body.
-func errorBody(err error) (int, peer.ErrorBody) {
-	b := peer.ErrorBody{Error: err.Error(), Outcome: peer.OutcomeFail}
+// errorCode is the code (protocol.ScopePeer) an error of Manager.Handle
+// is answered with; the table gives its status and outcome.
+func errorCode(err error) string {
 	timeout := errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
 	switch {
 	case errors.Is(err, ErrUnknownOutcome):
-		b.Outcome = peer.OutcomeUnknown
 		if timeout {
-			b.Code = CodeTimeout
-			return http.StatusGatewayTimeout, b
+			return protocol.CodeTimeout
 		}
-		b.Code = CodeOutcomeUnknown
-		return http.StatusServiceUnavailable, b
+		return protocol.CodeSingletonOutcomeUnknown
 	case errors.Is(err, ErrBadRequest):
-		b.Code = CodeBadRequest
-		return http.StatusBadRequest, b
+		return protocol.CodeBadRequest
 	case errors.Is(err, ErrNotRunning):
-		b.Code = CodeNotRunning
-		return http.StatusServiceUnavailable, b
+		return protocol.CodeSingletonNotRunning
 	case isInstanceFailure(err) && IsDefinite(err):
-		b.Code = CodeFailed
-		return http.StatusServiceUnavailable, b
+		return protocol.CodeSingletonFailed
 	case IsDefinite(err):
-		b.Code = CodeUnavailable
-		return http.StatusServiceUnavailable, b
+		return protocol.CodeUnavailable
 	case timeout:
-		b.Code, b.Outcome = CodeTimeout, peer.OutcomeUnknown
-		return http.StatusGatewayTimeout, b
+		return protocol.CodeTimeout
 	}
-	b.Code, b.Outcome = CodeInstanceError, peer.OutcomeUnknown
-	return http.StatusInternalServerError, b
+	return protocol.CodeInstanceError
 }
 
 // classifyRemote turns an error of peer.Client.Call for a /request into what
@@ -176,15 +152,15 @@ func errorBody(err error) (int, peer.ErrorBody) {
 func classifyRemote(err error) (retry bool, out error) {
 	var re *peer.RemoteError
 	if errors.As(err, &re) {
-		if re.Body.Outcome != peer.OutcomeFail {
+		if re.Body.Outcome != protocol.Fail {
 			return false, fmt.Errorf("%w: %w", ErrUnknownOutcome, err)
 		}
 		switch re.Body.Code {
-		case CodeNotRunning, CodeFailed, CodeNoManager, peer.CodeRefused, peer.CodeWrongMember:
+		case protocol.CodeSingletonNotRunning, protocol.CodeSingletonFailed, protocol.CodeNoManager, protocol.CodePeerRefused, protocol.CodeWrongMember:
 			// Not running there, or not that member (another incarnation,
 			// or it does not know this one yet): try again.
 			return true, err
-		case CodeBadRequest, CodeBadJSON:
+		case protocol.CodeBadRequest, protocol.CodeBadJSON:
 			return false, fmt.Errorf("%w: %w", ErrBadRequest, err)
 		}
 		return false, err

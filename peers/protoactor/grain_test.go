@@ -37,12 +37,12 @@ func (f *fakeJournal) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		var req journal.AppendRequest
 		json.Unmarshal(body, &req)
 		if *req.ExpectedSeq != int64(len(f.events[req.PID])) {
-			reply(http.StatusConflict, journal.ErrorBody{Error: "conflict", Code: journal.CodeSeqConflict, Outcome: journal.OutcomeFail})
+			reply(http.StatusConflict, protocol.ErrorBody{Error: "conflict", Code: protocol.CodeSeqConflict, Outcome: protocol.Fail})
 			return
 		}
 		f.events[req.PID] = append(f.events[req.PID], req.Events...)
 		if f.lostAnswer {
-			reply(http.StatusServiceUnavailable, journal.ErrorBody{Error: "timed out", Code: journal.CodeUnavailable, Outcome: journal.OutcomeUnknown})
+			reply(http.StatusServiceUnavailable, protocol.ErrorBody{Error: "timed out", Code: protocol.CodeUnavailable, Outcome: protocol.Unknown})
 			return
 		}
 		reply(http.StatusOK, journal.AppendReply{LastSeq: int64(len(f.events[req.PID]))})
@@ -57,7 +57,7 @@ func (f *fakeJournal) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		reply(http.StatusOK, journal.ReplayReply{Events: out})
 	default:
-		reply(http.StatusNotFound, journal.ErrorBody{Code: journal.CodeNotFound, Outcome: journal.OutcomeFail})
+		reply(http.StatusNotFound, protocol.ErrorBody{Code: protocol.CodeNotFound, Outcome: protocol.Fail})
 	}
 }
 

@@ -12,6 +12,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/shardtest/shardtest/protocol"
 )
 
 // Client defaults (ClientOptions' zero values).
@@ -245,19 +247,22 @@ func (c *Client) attempt(ctx context.Context, path string, body []byte, resp any
 
 // statusError maps a non-200 answer to a sentinel. Only answers that are
 // recognisably from the journal server and say "fail" are definite; a
-// proxy's 4xx or any 5xx leaves the outcome unknown.
+// proxy's 4xx or any 5xx leaves the outcome unknown. The outcome is the
+// server's word (it answers with protocol's table, ScopeJournal, and knows
+// the one case that table's row tells apart); the code only picks the
+// sentinel.
 func statusError(resp *http.Response) *attemptError {
 	raw, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
-	var e ErrorBody
+	var e protocol.ErrorBody
 	if json.Unmarshal(raw, &e) != nil || e.Code == "" {
-		e = ErrorBody{Error: strings.TrimSpace(string(raw))}
+		e = protocol.ErrorBody{Error: strings.TrimSpace(string(raw))}
 	}
 	msg := fmt.Sprintf("status %d: %s", resp.StatusCode, e.Error)
-	if resp.StatusCode < 500 && e.Outcome == OutcomeFail {
+	if resp.StatusCode < 500 && e.Outcome == protocol.Fail {
 		switch e.Code {
-		case CodeSeqConflict:
+		case protocol.CodeSeqConflict:
 			return &attemptError{err: fmt.Errorf("%w: %s", ErrSeqConflict, msg)}
-		case CodeFenced:
+		case protocol.CodeFenced:
 			return &attemptError{err: fmt.Errorf("%w: %s", ErrFenced, msg)}
 		default:
 			return &attemptError{err: fmt.Errorf("%w: %s", ErrInvalid, msg)}

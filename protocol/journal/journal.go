@@ -47,13 +47,15 @@
 //   - highest is the highest sequence number stored for pid (0: none).
 //   - pid is 1 to 1024 bytes of UTF-8.
 //
-// Errors are {"error": message, "code": code, "outcome": "fail"|"unknown"}:
-// seq-conflict (409), fenced (409), invalid (400: malformed request, bad
-// pid, no events, too many), too-large (413), not-found (404),
-// method-not-allowed (405) are all outcome "fail": nothing was written.
-// unavailable (503: the store timed out) and internal (500) are "unknown":
-// the append may or may not have been written, so re-read (highest,
-// replay) before writing again. A reply that never arrives is unknown too.
+// Errors are protocol.ErrorBody, {"error": message, "code": code,
+// "outcome": "fail"|"unknown"}, with the codes, statuses and outcomes of
+// protocol's table (protocol.ScopeJournal): seq-conflict (409), fenced
+// (409), invalid (400: malformed request, bad pid, no events, too many),
+// too-large (413), not-found (404), method-not-allowed (405) are all
+// outcome "fail": nothing was written. unavailable (503: the store timed
+// out) and internal (500) are "unknown": the append may or may not have
+// been written, so re-read (highest, replay) before writing again. A reply
+// that never arrives is unknown too.
 //
 // Client implements all of this with retries where they are safe; Store
 // (package impl/persistence) is the bbolt-backed journal the server runs.
@@ -205,25 +207,6 @@ const (
 	PathHealth  = "/v1/health"
 )
 
-// Error codes in ErrorBody.Code.
-const (
-	CodeSeqConflict      = "seq-conflict"
-	CodeFenced           = "fenced"
-	CodeInvalid          = "invalid"
-	CodeTooLarge         = "too-large"
-	CodeNotFound         = "not-found"
-	CodeMethodNotAllowed = "method-not-allowed"
-	CodeUnavailable      = "unavailable"
-	CodeInternal         = "internal"
-)
-
-// Outcomes in ErrorBody.Outcome: "fail" means nothing was written;
-// "unknown" means the server cannot vouch either way.
-const (
-	OutcomeFail    = "fail"
-	OutcomeUnknown = "unknown"
-)
-
 // AppendRequest is POST /v1/append.
 type AppendRequest struct {
 	PID string `json:"pid"`
@@ -277,11 +260,4 @@ type HighestReply struct {
 // HealthReply answers GET /v1/health.
 type HealthReply struct {
 	OK bool `json:"ok"`
-}
-
-// ErrorBody is every error answer.
-type ErrorBody struct {
-	Error   string `json:"error"`
-	Code    string `json:"code"`
-	Outcome string `json:"outcome"`
 }

@@ -47,21 +47,7 @@ func Custom(status int, code string, outcome protocol.Outcome, message string) *
 func reply(err error, sb protocol.ServedBy) (int, protocol.ErrorBody) {
 	var e *Error
 	if errors.As(err, &e) {
-		status, outcome := e.Status, e.Outcome
-		if info, ok := protocol.Code(e.Code); ok {
-			if status == 0 {
-				status = info.Status
-			}
-			if outcome == "" {
-				outcome = info.Outcome
-			}
-		}
-		if status == 0 || outcome != protocol.Fail && outcome != protocol.Unknown {
-			// An implementation's own code without status or outcome:
-			// nothing says it had no effect.
-			status, outcome = http.StatusGatewayTimeout, protocol.Unknown
-		}
-		return status, protocol.ErrorBody{Error: e.Message, Code: e.Code, Outcome: outcome, ServedBy: sb}
+		return protocol.ErrorReply(protocol.ScopeNode, e.Status, protocol.ErrorBody{Error: e.Message, Code: e.Code, Outcome: e.Outcome, ServedBy: sb})
 	}
 	msg := err.Error()
 	if errors.Is(err, context.DeadlineExceeded) {

@@ -255,8 +255,9 @@ func (n *Node) WriteJSON(w http.ResponseWriter, status int, v any) {
 	if err != nil {
 		// Only a bug gets here (every reply type encodes).
 		n.log().Error("encode reply", "err", err)
-		status = http.StatusInternalServerError
-		b, _ = json.Marshal(protocol.ErrorBody{Error: "encode reply", Code: protocol.CodeInternal, Outcome: protocol.Unknown, ServedBy: n.ServedBy()})
+		var eb protocol.ErrorBody
+		status, eb = protocol.ErrorReply(protocol.ScopeNode, 0, protocol.ErrorBody{Error: "encode reply", Code: protocol.CodeInternal, ServedBy: n.ServedBy()})
+		b, _ = json.Marshal(eb) // an ErrorBody always marshals
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)

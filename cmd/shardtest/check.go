@@ -1,0 +1,93 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"runtime/debug"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/shardtest/shardtest/checker"
+	"github.com/shardtest/shardtest/harness/report"
+	"github.com/shardtest/shardtest/harness/run"
+	"github.com/shardtest/shardtest/history"
+)
+
+func newCheckCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "check DIR",
+		Short: "Re-run the checkers on a stored run",
+		Long: `Re-run the workload's checkers on the history stored in DIR (a run folder,
+e.g. results/latest) and print the verdict with its evidence. The verdict and
+checks in DIR/results.json are not changed, but the reports are rewritten from
+the new results: DIR/index.html (which then says it was re-checked) and
+DIR/junit.xml; the checkers' own files (visualizations) are written again too.
+A check interrupted with Ctrl-C leaves the reports as they were. Exit status
+as for run.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			dir := args[0]
+			if os.Getenv("GOGC") == "" {
+				// The pass keeps compact state per op for the whole history
+				// and makes short-lived garbage decoding it: a heap goal of
+				// 1.5x the live state rather than 2x keeps the peak below
+				// what the decoded history alone would take (bench check).
+				defer debug.SetGCPercent(debug.SetGCPercent(50))
+			}
+			o, b, err := run.ReadOptions(dir)
+			if err != nil {
+				return cannotRun(err)
+			}
+			// One pass over the history feeds the checkers, the counts and
+			// the report's timeline: it is never held whole.
+			var counter history.Counter
+			analyzed := report.NewAnalyzer()
+			fo := checker.FileOptions{Observe: []func(*history.Op){counter.Observe, analyzed.Observe}}
+			if isTerminal(cmd.ErrOrStderr()) {
+				fo.Progress = progressLine(cmd.ErrOrStderr())
+				defer fmt.Fprint(cmd.ErrOrStderr(), "\r\033[K")
+			}
+			verdict, results, h, err := run.CheckFile(cmd.Context(), o, dir, fo)
+			if err != nil {
+				return &exitError{exitCannotRun, err}
+			}
+			s := counter.Summary()
+			out := cmd.OutOrStdout()
+			fmt.Fprintf(out, "%s (history v%d, started %s)\n%d entries: %d invocations, %d ok, %d fail, %d info, %d nemesis, %d left open\n",
+				h.Header.Test, h.Header.Version, h.Header.Started.Format(time.RFC3339), analyzed.Entries(), s.Invocations, s.OK, s.Fail, s.Info, s.Nemesis, s.Open)
+			if h.Truncated {
+				fmt.Fprintln(out, "the history ends with a cut-off line (the harness stopped while writing it)")
+			}
+			fmt.Fprintf(out, "verdict: %s\n", verdict)
+			printChecks(out, results)
+			if cmd.Context().Err() == nil {
+				// Interrupted checkers say unknown: that must not replace a
+				// report of what they found before.
+				in := report.Input{Test: o.Name, Started: h.Header.Started, Verdict: verdict, Checks: results,
+					Summary: s, History: h, Analyzed: analyzed, Options: b, Rechecked: time.Now()}
+				if in.Test == "" {
+					in.Test = h.Header.Test
+				}
+				if prev, err := run.ReadResult(dir); err == nil {
+					in.Started, in.Duration = prev.Started, prev.Duration
+				} else {
+					// A run that did not finish: it lasted at least until
+					// its last entry.
+					in.Duration = analyzed.End()
+				}
+				// The verdict is the command's answer; a folder that cannot
+				// take the reports (read-only artifacts) does not change it.
+				if err := report.Write(dir, in); err != nil {
+					fmt.Fprintf(cmd.ErrOrStderr(), "the reports were not rewritten: %v\n", err)
+				} else {
+					printReports(out, dir)
+				}
+			}
+			if code := run.ExitFor(verdict); code != exitValid {
+				return &exitError{code, fmt.Errorf("verdict: %s", verdict)}
+			}
+			return nil
+		},
+	}
+}
