@@ -175,3 +175,21 @@ type RangeError struct{ What, Value, Limit string }
 func (e *RangeError) Error() string {
 	return "clock " + e.What + " " + e.Value + " out of range " + e.Limit
 }
+
+// WithTimeout returns a context cancelled after d of c's time (or when
+// parent is done): a timeout that drifts and runs with the node's skewed
+// clock, as every timer of impl/ does. Its Err is then context.Canceled;
+// context.Cause says context.DeadlineExceeded.
+func WithTimeout(parent context.Context, c Clock, d time.Duration) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancelCause(parent)
+	t := c.NewTimer(d)
+	go func() {
+		defer t.Stop()
+		select {
+		case <-t.C:
+			cancel(context.DeadlineExceeded)
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, func() { cancel(context.Canceled) }
+}

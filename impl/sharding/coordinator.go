@@ -5,9 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/shardtest/shardtest/protocol"
-	"github.com/shardtest/shardtest/protocol/journal"
-	"github.com/shardtest/shardtest/protocol/kit"
 	"log/slog"
 	"maps"
 	"slices"
@@ -15,8 +12,12 @@ import (
 	"sync"
 	"time"
 
+	"github.com/shardtest/shardtest/impl/clock"
 	"github.com/shardtest/shardtest/impl/cluster"
 	"github.com/shardtest/shardtest/impl/singleton"
+	"github.com/shardtest/shardtest/protocol"
+	"github.com/shardtest/shardtest/protocol/journal"
+	"github.com/shardtest/shardtest/protocol/kit"
 )
 
 // Coordinator operations (singleton.Request.Op).
@@ -438,7 +439,7 @@ func (c *coordinator) callRegion(ctx context.Context, region, op, shardID string
 	if !ok || m.Status.Final() {
 		return fmt.Errorf("member %s is gone", region)
 	}
-	cctx, cancel := clockContext(ctx, c.d.Clock, timeout)
+	cctx, cancel := clock.WithTimeout(ctx, c.d.Clock, timeout)
 	defer cancel()
 	path := regionPath(c.s.TypeName, op)
 	var ans ShardAnswer

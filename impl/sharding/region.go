@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/shardtest/shardtest/impl/clock"
 	"github.com/shardtest/shardtest/impl/peer"
 	"github.com/shardtest/shardtest/impl/singleton"
 	"github.com/shardtest/shardtest/protocol"
@@ -190,7 +191,7 @@ func (r *Region) coordinatorAt() string {
 }
 
 func (r *Region) register(ctx context.Context) error {
-	cctx, cancel := clockContext(ctx, r.d.Clock, r.s.askTimeout())
+	cctx, cancel := clock.WithTimeout(ctx, r.d.Clock, r.s.askTimeout())
 	defer cancel()
 	_, err := r.callCoordinator(cctx, OpRegister, RegisterRequest{Region: r.self, Proxy: r.proxyOnly})
 	if err != nil {
@@ -483,7 +484,7 @@ func (r *Region) pruneShardLocked(b *shardBuffer) {
 }
 
 func (r *Region) askHome(shardID, notHere string) (string, error) {
-	ctx, cancel := clockContext(r.ctx, r.d.Clock, r.s.askTimeout())
+	ctx, cancel := clock.WithTimeout(r.ctx, r.d.Clock, r.s.askTimeout())
 	defer cancel()
 	res, err := r.callCoordinator(ctx, OpGetShardHome, GetShardHomeRequest{Shard: shardID, Region: r.self, NotHere: notHere})
 	if err != nil {
@@ -801,7 +802,7 @@ func (r *Region) Leave(ctx context.Context) error {
 	var next <-chan time.Time
 	send := func() {
 		err := func() error {
-			cctx, cancel := clockContext(ctx, r.d.Clock, r.s.askTimeout())
+			cctx, cancel := clock.WithTimeout(ctx, r.d.Clock, r.s.askTimeout())
 			defer cancel()
 			_, err := r.callCoordinator(cctx, OpGracefulShutdown, GracefulShutdownRequest{Region: r.self})
 			return err
@@ -881,22 +882,4 @@ func (r *Region) HostedShards() []string {
 	}
 	slices.Sort(out)
 	return out
-}
-
-// clockContext returns a context cancelled after d of c's time (or when
-// parent is done).
-func clockContext(parent context.Context, c interface {
-	NewTimer(time.Duration) *time.Timer
-}, d time.Duration) (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithCancelCause(parent)
-	t := c.NewTimer(d)
-	go func() {
-		defer t.Stop()
-		select {
-		case <-t.C:
-			cancel(context.DeadlineExceeded)
-		case <-ctx.Done():
-		}
-	}()
-	return ctx, func() { cancel(context.Canceled) }
 }

@@ -870,7 +870,7 @@ func (m *Manager) send(op, uid string) {
 	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()
-		cctx, cancel := clockContext(ctx, m.d.Clock, m.attemptTimeout)
+		cctx, cancel := clock.WithTimeout(ctx, m.d.Clock, m.attemptTimeout)
 		defer cancel()
 		var resp stateBody
 		err := m.d.Peers.Call(cctx, ms.Target(), m.base+op, body, &resp)

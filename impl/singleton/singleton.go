@@ -26,11 +26,9 @@ import (
 	"fmt"
 	"net"
 	"regexp"
-	"time"
 
 	"github.com/shardtest/shardtest/protocol/journal"
 
-	"github.com/shardtest/shardtest/impl/clock"
 	"github.com/shardtest/shardtest/impl/peer"
 	"github.com/shardtest/shardtest/protocol"
 )
@@ -177,20 +175,3 @@ var nameRE = regexp.MustCompile(`^[a-z0-9-]{1,64}$`)
 
 // validName reports whether s is a usable singleton name.
 func validName(s string) bool { return nameRE.MatchString(s) }
-
-// clockContext returns a context cancelled after d of c's time (or when
-// parent is done). Its Err is then context.Canceled; context.Cause says
-// context.DeadlineExceeded.
-func clockContext(parent context.Context, c clock.Clock, d time.Duration) (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithCancelCause(parent)
-	t := c.NewTimer(d)
-	go func() {
-		defer t.Stop()
-		select {
-		case <-t.C:
-			cancel(context.DeadlineExceeded)
-		case <-ctx.Done():
-		}
-	}()
-	return ctx, func() { cancel(context.Canceled) }
-}
