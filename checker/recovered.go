@@ -41,7 +41,7 @@ func (Recovered) Check(ctx context.Context, h *history.File, _ Inputs) Result {
 	waited := time.Duration(r.Waited).Round(100 * time.Millisecond)
 	if r.Converged {
 		res.Verdict = Valid
-		res.Summary = fmt.Sprintf("the cluster converged %v after the last heal (every node ready, reaching and counting every member up)", waited)
+		res.Summary = fmt.Sprintf("the cluster had converged %v after the last heal, when the harness saw it so (every node ready, reaching and counting every member up)", waited)
 		return res
 	}
 	res.Verdict = Invalid

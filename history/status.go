@@ -33,6 +33,10 @@ type StatusSample struct {
 	Hi     int64  `json:"hi"`
 	Member string `json:"member"`
 	Status string `json:"status,omitempty"`
+	// Oldest is the member the node saw as the oldest (capability age;
+	// absent in files written before it was kept): behaviour coverage
+	// tells the oldest's events from the others' by it.
+	Oldest string `json:"oldest,omitempty"`
 	// Singletons running there (name, and the instance if the node names
 	// it), the entity types whose coordinator runs there, and the entity
 	// incarnations its regions list.
@@ -57,7 +61,7 @@ type SampledEntity struct {
 
 // Sample reduces a status reply taken in [lo, hi] to a sample of node.
 func Sample(node string, lo, hi int64, st protocol.Status) StatusSample {
-	s := StatusSample{Node: node, Lo: lo, Hi: hi, Member: st.Self.UID, Status: st.Self.Status}
+	s := StatusSample{Node: node, Lo: lo, Hi: hi, Member: st.Self.UID, Status: st.Self.Status, Oldest: st.Oldest}
 	for _, x := range st.Singletons {
 		if x.Running {
 			s.Singletons = append(s.Singletons, SampledSingleton{Name: x.Name, Instance: x.Instance})

@@ -258,3 +258,51 @@ func (r *Runner) Run(ctx context.Context, start time.Time, plan []Step) {
 		}
 	}
 }
+
+// StepTargets lists the Targets a step of fault can name, "" (left to the
+// step's seed) first: one node, a minority or all for the faults that pick
+// so (clock faults, journal-cut), "oldest" for the shapes with a cut side,
+// "younger" for journal-cut. A campaign that mutates schedules
+// (harness/explore) varies a step's target among these.
+func StepTargets(fault string) []string {
+	family, variant, _ := strings.Cut(fault, ":")
+	switch {
+	case family == "clock":
+		return []string{"", "one", "minority", "all"}
+	case family == "partition" && variant == youngerCut:
+		return []string{"", "one", "minority", "all", RoleYounger}
+	case family == "partition" && slices.Contains(oldestOnCutSide, variant):
+		return []string{"", RoleOldest}
+	}
+	return []string{""}
+}
+
+// Span is one fault of a schedule as step indexes: its inject, and the
+// heal of its key that follows (-1: none; also when the key is injected
+// again first, which heals it then).
+type Span struct{ Inject, Heal int }
+
+// Spans pairs each inject of steps with the heal of its key: the units
+// that shrink drops and explore mutates.
+func Spans(steps []Step) []Span {
+	var out []Span
+	open := map[string]int{} // key -> index into out
+	for i, st := range steps {
+		k := st.key()
+		if st.Heal {
+			if u, ok := open[k]; ok {
+				out[u].Heal = i
+				delete(open, k)
+			}
+			continue
+		}
+		if _, ok := open[k]; ok {
+			// Injecting an active key heals it first: the earlier
+			// inject ends here, with no heal step of its own.
+			delete(open, k)
+		}
+		open[k] = len(out)
+		out = append(out, Span{Inject: i, Heal: -1})
+	}
+	return out
+}

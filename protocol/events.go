@@ -87,3 +87,45 @@ const (
 	EventFilterChanged       = "filter-changed"
 	EventJournalUnavailable  = "journal-unavailable"
 )
+
+// EventTypes returns the event types an implementation that declares caps
+// (capability events among them) logs when the situation arises, in the
+// order of the table in docs/protocol.md: membership's for every one, and
+// each optional capability's own. Behaviour coverage lists those a run
+// never saw. Types no capability promises (journal-unavailable, which
+// needs a journal) are not among them.
+func EventTypes(caps []string) []string {
+	has := func(c string) bool {
+		for _, x := range caps {
+			if x == c {
+				return true
+			}
+		}
+		return false
+	}
+	if !has(CapEvents) {
+		return nil
+	}
+	var out []string
+	for _, t := range []struct {
+		capability string
+		types      []string
+	}{
+		{CapMembership, []string{EventNodeStarted, EventMemberUp, EventMemberUnreachable, EventMemberReachable,
+			EventMemberDowned, EventSelfDowned, EventDowningDecision, EventIncarnationReplaced}},
+		{CapLeave, []string{EventMemberLeaving, EventMemberRemoved, EventLeaveStarted, EventLeaveCompleted, EventNodeStopped}},
+		{CapAge, []string{EventOldestChanged}},
+		{CapSingleton, []string{EventSingletonStarted, EventSingletonStopped, EventSingletonFailed,
+			EventHandOverToMe, EventHandOverInProgress, EventHandOverDone, EventTakeOverFromMe, EventHandOverGaveUp, EventProxyDropped}},
+		{CapSharding, []string{EventEntityStarted, EventEntityStopped, EventEntityPassivated, EventShardStarted, EventShardStopped, EventBufferDropped}},
+		{CapCoordinator, []string{EventShardAllocated, EventShardHandOffBegun, EventShardRebalanced,
+			EventRegionRegistered, EventRegionTerminated, EventCoordinatorStarted, EventCoordinatorStopped}},
+		{CapClock, []string{EventClockChanged}},
+		{CapFilter, []string{EventFilterChanged}},
+	} {
+		if t.capability == CapMembership || has(t.capability) {
+			out = append(out, t.types...)
+		}
+	}
+	return out
+}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"runtime/debug"
@@ -9,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/shardtest/shardtest/checker"
+	"github.com/shardtest/shardtest/coverage"
 	"github.com/shardtest/shardtest/harness/report"
 	"github.com/shardtest/shardtest/harness/run"
 	"github.com/shardtest/shardtest/history"
@@ -22,7 +24,8 @@ func newCheckCmd() *cobra.Command {
 e.g. results/latest) and print the verdict with its evidence. The verdict and
 checks in DIR/results.json are not changed, but the reports are rewritten from
 the new results: DIR/index.html (which then says it was re-checked) and
-DIR/junit.xml; the checkers' own files (visualizations) are written again too.
+DIR/junit.xml; the checkers' own files (visualizations) and the run's behaviour
+coverage (DIR/coverage.json, docs/coverage.md) are written again too.
 A check interrupted with Ctrl-C leaves the reports as they were. Exit status
 as for run.`,
 		Args: cobra.ExactArgs(1),
@@ -48,10 +51,11 @@ as for run.`,
 				fo.Progress = progressLine(cmd.ErrOrStderr())
 				defer fmt.Fprint(cmd.ErrOrStderr(), "\r\033[K")
 			}
-			verdict, results, h, err := run.CheckFile(cmd.Context(), o, dir, fo)
+			checked, err := run.CheckFile(cmd.Context(), o, dir, fo)
 			if err != nil {
 				return &exitError{exitCannotRun, err}
 			}
+			verdict, results, h := checked.Verdict, checked.Checks, checked.History
 			s := counter.Summary()
 			out := cmd.OutOrStdout()
 			fmt.Fprintf(out, "%s (history v%d, started %s)\n%d entries: %d invocations, %d ok, %d fail, %d info, %d nemesis, %d left open\n",
@@ -61,16 +65,18 @@ as for run.`,
 			}
 			fmt.Fprintf(out, "verdict: %s\n", verdict)
 			printChecks(out, results)
+			cov := coverage.Summarize(checked.Coverage, nil)
+			fmt.Fprintln(out, cov.Line())
 			if cmd.Context().Err() == nil {
 				// Interrupted checkers say unknown: that must not replace a
 				// report of what they found before.
 				in := report.Input{Test: o.Name, Started: h.Header.Started, Verdict: verdict, Checks: results,
-					Summary: s, History: h, Analyzed: analyzed, Options: b, Rechecked: time.Now()}
+					Summary: s, History: h, Analyzed: analyzed, Options: b, Rechecked: time.Now(), Coverage: &checked.Coverage}
 				if in.Test == "" {
 					in.Test = h.Header.Test
 				}
 				if prev, err := run.ReadResult(dir); err == nil {
-					in.Started, in.Duration = prev.Started, prev.Duration
+					in.Started, in.Duration, in.CoverageSummary = prev.Started, prev.Duration, prev.Coverage
 				} else {
 					// A run that did not finish: it lasted at least until
 					// its last entry.
@@ -78,7 +84,9 @@ as for run.`,
 				}
 				// The verdict is the command's answer; a folder that cannot
 				// take the reports (read-only artifacts) does not change it.
-				if err := report.Write(dir, in); err != nil {
+				// Coverage is the files' to say, so it is written again too
+				// (a run of an older harness gets its first).
+				if err := errors.Join(coverage.Write(dir, checked.Coverage), report.Write(dir, in)); err != nil {
 					fmt.Fprintf(cmd.ErrOrStderr(), "the reports were not rewritten: %v\n", err)
 				} else {
 					printReports(out, dir)

@@ -32,7 +32,7 @@ func newRootCmd() *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.AddCommand(newRunCmd(), newCheckCmd(), newNodeCmd(), newJournalCmd(), newClusterCmd(), newCleanupCmd(), newServeCmd(), newListCmd())
-	root.AddCommand(newNetCmd(), newDetectCmd(), newTestAllCmd(), newConformCmd(), newBenchCmd(), newMergeCmd(), newShrinkCmd())
+	root.AddCommand(newNetCmd(), newDetectCmd(), newTestAllCmd(), newConformCmd(), newBenchCmd(), newMergeCmd(), newShrinkCmd(), newExploreCmd())
 	return root
 }
 

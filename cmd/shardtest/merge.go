@@ -37,6 +37,9 @@ run could not run), or 3 when the folders cannot be merged.`,
 			if err != nil {
 				return cannotRun(fmt.Errorf("merge: %w", err))
 			}
+			if s.Coverage != nil {
+				fmt.Fprintln(cmd.OutOrStdout(), s.Coverage.Line())
+			}
 			fmt.Fprintf(cmd.OutOrStdout(), "%d parts, %s: %s\nsummary: %s\njunit: %s\n", len(dirs), suite.Count(s.Runs), s.Outcome,
 				filepath.Join(out, suite.SummaryMarkdownFile), filepath.Join(out, report.JUnitFile))
 			return verdictError(s.ExitStatus, "suite: "+suite.Explain(s.ExitStatus, s.WithBugs))

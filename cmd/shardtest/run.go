@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -157,6 +158,9 @@ before could not run before unknown.`,
 				fmt.Fprintf(cmd.OutOrStdout(), "%s (seed %d): %d operations: %d ok, %d fail, %d info (unknown); verdict %s\n",
 					o.Name, to.Seed, s.Invocations, s.OK, s.Fail, s.Info, res.Verdict)
 				printChecks(cmd.OutOrStdout(), res.Checks)
+				if res.Coverage != nil {
+					fmt.Fprintln(cmd.OutOrStdout(), res.Coverage.Line())
+				}
 				fmt.Fprintf(cmd.OutOrStdout(), "results: %s\n", res.Dir)
 				printReports(cmd.OutOrStdout(), res.Dir)
 				worst = run.Worse(worst, run.ExitFor(res.Verdict))
@@ -173,6 +177,22 @@ before could not run before unknown.`,
 	f := cmd.Flags()
 	f.StringVar(&scenarioName, "scenario", "", "run a scenario of the catalogue (shardtest list scenarios): it sets the cluster, workload, faults and checkers; --seed, --runtime, --node-arg and the output flags still apply")
 	f.StringVar(&o.Name, "name", "", "test name, the results folder (default: the workload's or scenario's name)")
+	testFlags(cmd, &o, 10*time.Second)
+	f.Int64Var(&o.Seed, "seed", time.Now().UnixNano()%1_000_000, "seed of the operation schedule")
+	f.StringVar(&o.Nemesis, "nemesis", "", "faults to inject, comma-separated full names or families (partition, loss, kill, pause, clock, member; shardtest list nemeses); none by default")
+	f.StringVar(&scheduleFile, "schedule", "", "a fault schedule file (docs/schedules.md): faults at fixed times of the main phase, instead of --nemesis")
+	f.StringVar(&results, "results", "results", "results root folder")
+	f.IntVar(&testCount, "test-count", 1, "run this many tests in a row, with seeds --seed, --seed+1, ...")
+	f.BoolVar(&keep, "keep", false, "docker: leave the cluster running after the test, for inspection")
+	f.StringVar(&binary, "binary", "", "docker: static shardtest binary for the reference image, which runs the journal (and the nodes without --image) (default: this one if static, else a CGO_ENABLED=0 build of the source it finds: the working directory's module or the one it was built from)")
+	f.IntVar(&basePort, "base-port", 17400, "local: journal port; node i uses base+i (HTTP) and base+100+i (gossip)")
+	return cmd
+}
+
+// testFlags are the flags of a test's cluster, workload and traffic, which
+// run and explore share; interval is --nemesis-interval's default.
+func testFlags(cmd *cobra.Command, o *run.Options, interval time.Duration) {
+	f := cmd.Flags()
 	f.StringVar(&o.Runtime, "runtime", "docker", "where nodes run: docker or local (child processes on 127.0.0.1)")
 	f.StringVar(&o.Workload, "workload", "register", "workload: register, append or idgen (shardtest list workloads)")
 	f.IntVar(&o.Nodes, "nodes", 3, "number of nodes")
@@ -183,18 +203,9 @@ before could not run before unknown.`,
 	f.IntVar(&o.Entities, "entities", 100, "size of the key space")
 	f.Float64Var(&o.Skew, "skew", 0, "key distribution: 0 uniform, above 1 Zipf with this exponent")
 	f.IntVar(&o.PerEntity, "per-entity", 3, "most workers that may have an operation in flight on one entity")
-	f.Int64Var(&o.Seed, "seed", time.Now().UnixNano()%1_000_000, "seed of the operation schedule")
 	f.StringArrayVar(&o.NodeArgs, "node-arg", nil, "extra flag for every node, repeatable")
 	f.StringVar(&o.Image, "image", "", "docker: run the nodes from this image, already in the engine (never pulled), any implementation of docs/protocol.md (default: the reference node); the journal and the packet-filter sidecars still run from the reference image (see --binary); the harness refuses a workload the image does not declare")
-	f.StringVar(&o.Nemesis, "nemesis", "", "faults to inject, comma-separated full names or families (partition, loss, kill, pause, clock, member; shardtest list nemeses); none by default")
-	f.StringVar(&scheduleFile, "schedule", "", "a fault schedule file (docs/schedules.md): faults at fixed times of the main phase, instead of --nemesis")
-	f.DurationVar(&o.NemesisInterval, "nemesis-interval", 10*time.Second, "time between fault actions: quiet, inject, hold, heal, quiet, ... (each ±25 %, from --seed)")
-	f.StringVar(&results, "results", "results", "results root folder")
-	f.IntVar(&testCount, "test-count", 1, "run this many tests in a row, with seeds --seed, --seed+1, ...")
-	f.BoolVar(&keep, "keep", false, "docker: leave the cluster running after the test, for inspection")
-	f.StringVar(&binary, "binary", "", "docker: static shardtest binary for the reference image, which runs the journal (and the nodes without --image) (default: this one if static, else a CGO_ENABLED=0 build of the source it finds: the working directory's module or the one it was built from)")
-	f.IntVar(&basePort, "base-port", 17400, "local: journal port; node i uses base+i (HTTP) and base+100+i (gossip)")
-	return cmd
+	f.DurationVar(&o.NemesisInterval, "nemesis-interval", interval, "time between fault actions: quiet, inject, hold, heal, quiet, ... (each ±25 %, from --seed)")
 }
 
 // scenarioFlags are run's flags a scenario sets itself.
@@ -202,14 +213,14 @@ var scenarioFlags = []string{"workload", "nodes", "concurrency", "rate", "time-l
 
 // scenarioOptions returns the named scenario's options, keeping what the
 // user may still choose (name, seed, runtime, image, extra node flags) from
-// flags, and refusing flags the scenario sets.
-func scenarioOptions(cmd *cobra.Command, name string, flags run.Options) (run.Options, error) {
+// flags, and refusing flags the scenario sets (but those allowed).
+func scenarioOptions(cmd *cobra.Command, name string, flags run.Options, allowed ...string) (run.Options, error) {
 	s, err := scenario.Named(name)
 	if err != nil {
 		return run.Options{}, err
 	}
 	for _, f := range scenarioFlags {
-		if cmd.Flags().Changed(f) {
+		if cmd.Flags().Changed(f) && !slices.Contains(allowed, f) {
 			return run.Options{}, fmt.Errorf("--%s: scenario %s sets it (shardtest list scenarios)", f, name)
 		}
 	}

@@ -2,14 +2,10 @@ package main
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/shardtest/shardtest/checker"
 	"github.com/shardtest/shardtest/harness/run"
 	"github.com/shardtest/shardtest/harness/shrink"
 )
@@ -44,31 +40,6 @@ shrunk (not invalid, unreadable, or its runtime cannot start).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			dir := args[0]
-			orig, _, err := run.ReadOptions(dir)
-			if err != nil {
-				return &exitError{exitCannotRun, fmt.Errorf("shrink: %w", err)}
-			}
-			res, err := run.ReadResult(dir)
-			if err != nil {
-				return &exitError{exitCannotRun, fmt.Errorf("shrink: %w", err)}
-			}
-			if checkerName == "" {
-				for _, c := range res.Checks {
-					if c.Verdict == checker.Invalid {
-						checkerName = c.Checker
-						break
-					}
-				}
-			}
-			if checkerName == "" {
-				return &exitError{exitCannotRun, fmt.Errorf("shrink: %s is %s: no checker said invalid, nothing to shrink", dir, res.Verdict)}
-			}
-			if _, ok := checker.Lookup(checkerName); !ok {
-				return cannotRun(fmt.Errorf("shrink: --checker %q: no such checker (shardtest list checkers: %s)", checkerName, strings.Join(checker.Names(), ", ")))
-			}
-			if _, ok := orig.Checker(checkerName); !ok {
-				return cannotRun(fmt.Errorf("shrink: --checker %s does not judge the run in %s (a %s run)", checkerName, dir, orig.Workload))
-			}
 			if o.Tries < 1 || o.Need < 1 || o.Need > o.Tries {
 				return &exitError{exitCannotRun, fmt.Errorf("shrink: --need %d of --tries %d: want 1 ≤ need ≤ tries", o.Need, o.Tries)}
 			}
@@ -76,45 +47,21 @@ shrunk (not invalid, unreadable, or its runtime cannot start).`,
 			if err != nil {
 				return err
 			}
-			rt, err := run.NewRuntime(orig, run.RuntimeConfig{Binary: binary, BasePort: basePort, Log: logger})
+			job, err := shrink.Prepare(dir, checkerName, results, run.RuntimeConfig{Binary: binary, BasePort: basePort, Log: logger}, time.Now())
 			if err != nil {
 				return &exitError{exitCannotRun, err}
 			}
-			start, err := shrink.From(orig, rt)
-			if err != nil {
-				return &exitError{exitCannotRun, err}
-			}
-			outDir := filepath.Join(results, "shrink", time.Now().UTC().Format("20060102T150405Z"))
-			runner := &shrink.Runs{Original: orig, Checker: checkerName, Runtime: rt, Results: filepath.Join(outDir, "runs"), Log: logger}
-			// What the first try would refuse (its ports taken, its faults
-			// unfit) is refused before the shrink's folder exists.
-			if err := (&run.Test{Options: runner.Options(start), Runtime: rt}).Precheck(); err != nil {
-				return &exitError{exitCannotRun, fmt.Errorf("shrink: %w", err)}
-			}
-			if err := os.MkdirAll(outDir, 0o755); err != nil {
-				return &exitError{exitCannotRun, err}
-			}
+			start, checkerName := job.Start, job.Checker
 			out := cmd.OutOrStdout()
 			fmt.Fprintf(out, "shrinking %s (%s invalid): %d fault steps, %v main phase, %d nodes, %d entities, %d workers; %d tries a candidate, failing at %d\n",
 				dir, checkerName, len(start.Steps), start.TimeLimit, start.Nodes, start.Entities, start.Concurrency, o.Tries, o.Need)
 			n := 0
 			o.Progress = func(c shrink.Candidate) {
 				n++
-				verdict := "passes"
-				if c.Failing {
-					verdict = "fails: kept"
-				}
-				could := ""
-				if len(c.Errors) > 0 {
-					could = fmt.Sprintf(" (%d could not run: %s)", len(c.Errors), c.Errors[0])
-				}
-				fmt.Fprintf(out, "candidate %d: %s: %d of %d tries failed%s: %s\n", n, c.What, c.Failures, c.Tries, could, verdict)
+				fmt.Fprintln(out, c.Line(n))
 			}
-			r, err := shrink.Shrink(cmd.Context(), start, runner, o)
-			if werr := runner.Write(outDir, dir, r); werr != nil {
-				return &exitError{exitCannotRun, werr}
-			}
-			fmt.Fprintf(out, "\n%s", runner.Summary(outDir, r))
+			r, err := job.Search(cmd.Context(), o)
+			fmt.Fprintf(out, "\n%s", job.Runner.Summary(job.Out, r))
 			switch {
 			case err != nil:
 				return &exitError{exitCannotRun, fmt.Errorf("shrink: %w", err)}

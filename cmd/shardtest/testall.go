@@ -117,6 +117,9 @@ whenever a run was invalid, else 3, else 2.`,
 			if err := suite.Write(dir, res); err != nil {
 				return cannotRun(err)
 			}
+			if res.Coverage != nil && len(res.Coverage.Runs) > 0 {
+				fmt.Fprintln(out, res.Coverage.Summary().Line())
+			}
 			fmt.Fprintf(out, "%s in %s\nsummary: %s\njunit: %s\n", suite.Count(res.Runs), res.Took.Round(time.Second),
 				filepath.Join(dir, suite.SummaryMarkdownFile), filepath.Join(dir, report.JUnitFile))
 			if cmd.Context().Err() != nil {

@@ -236,42 +236,66 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	c.mu.Lock()
 	c.journal = journal
 	c.mu.Unlock()
-	err = c.run(ctx, journal, JournalPort,
-		&container.Config{
-			Entrypoint: []string{"/shardtest", "journal"},
-			Cmd:        []string{"--listen", "0.0.0.0:" + strconv.Itoa(JournalPort), "--data", "/data"},
-		},
-		&container.HostConfig{
-			Mounts: []mount.Mount{{Type: mount.TypeVolume, Source: vol, Target: "/data"}},
-		})
-	if err != nil {
+	var seeds []string
+	for i := 1; i <= opts.Nodes; i++ {
+		seeds = append(seeds, gossipAddr(hostIP(c.subnet, 10+i).String()))
+	}
+	// The first seed starts alone (with the journal, which it waits for)
+	// and is awaited: it is then the journal's first member and
+	// bootstraps at once (docs/reference-node.md, Joining). The others
+	// start together and join it; one after another they cost a container
+	// start each.
+	nodes := make([]*Node, opts.Nodes)
+	for i := range nodes {
+		nodes[i] = &Node{Name: "n" + strconv.Itoa(i+1), IP: hostIP(c.subnet, 11+i).String()}
+	}
+	c.mu.Lock()
+	c.nodes = append(c.nodes, nodes...)
+	c.mu.Unlock()
+	var jerr, nerr error
+	var started sync.WaitGroup
+	started.Add(2)
+	go func() {
+		defer started.Done()
+		jerr = c.run(ctx, journal, JournalPort,
+			&container.Config{
+				Entrypoint: []string{"/shardtest", "journal"},
+				Cmd:        []string{"--listen", "0.0.0.0:" + strconv.Itoa(JournalPort), "--data", "/data"},
+			},
+			&container.HostConfig{
+				Mounts: []mount.Mount{{Type: mount.TypeVolume, Source: vol, Target: "/data"}},
+			})
+	}()
+	go func() {
+		defer started.Done()
+		nerr = c.runNode(ctx, nodes[0], seeds)
+	}()
+	started.Wait()
+	if err := errors.Join(jerr, nerr); err != nil {
 		return nil, err
 	}
 	if err := c.waitJournal(ctx, *journal, 30*time.Second); err != nil {
 		return nil, err
 	}
 	log.Info("docker: journal up", "addr", journal.HTTPAddr)
-
-	var seeds []string
-	for i := 1; i <= opts.Nodes; i++ {
-		seeds = append(seeds, gossipAddr(hostIP(c.subnet, 10+i).String()))
+	if err := c.WaitReady(ctx, nodes[0], 60*time.Second); err != nil {
+		return nil, err
 	}
-	for i := 1; i <= opts.Nodes; i++ {
-		n := &Node{Name: "n" + strconv.Itoa(i), IP: hostIP(c.subnet, 10+i).String()}
-		if err := c.runNode(ctx, n, seeds); err != nil {
-			return nil, err
-		}
-		c.mu.Lock()
-		c.nodes = append(c.nodes, n)
-		c.mu.Unlock()
-		if i == 1 {
-			// The first seed bootstraps the cluster; the others join it.
-			if err := c.WaitReady(ctx, n, 60*time.Second); err != nil {
-				return nil, err
-			}
-			log.Info("docker: first node ready", "node", n.Name, "addr", n.HTTPAddr)
-		}
+	log.Info("docker: first node ready", "node", nodes[0].Name, "addr", nodes[0].HTTPAddr, "took", time.Since(t0).Round(time.Millisecond))
+	errs := make([]error, len(nodes))
+	var wg sync.WaitGroup
+	for i, n := range nodes[1:] {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = c.runNode(ctx, n, seeds)
+		}()
 	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	log.Info("docker: nodes started", "nodes", opts.Nodes, "took", time.Since(t0).Round(time.Millisecond))
 	for _, n := range c.Nodes() {
 		if err := c.WaitReady(ctx, &n, 60*time.Second); err != nil {
 			return nil, err
@@ -629,14 +653,19 @@ func (c *Cluster) CopyLogs(ctx context.Context) error {
 	if j := c.Journal(); j.Name != "" {
 		all = append([]Node{j}, all...)
 	}
-	for _, n := range all {
+	errs = make([]error, len(all))
+	var wg sync.WaitGroup
+	for i, n := range all {
 		if n.ContainerID == "" {
 			continue
 		}
-		if err := c.copyLog(ctx, &n); err != nil {
-			errs = append(errs, err)
-		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = c.copyLog(ctx, &n)
+		}()
 	}
+	wg.Wait()
 	return errors.Join(errs...)
 }
 

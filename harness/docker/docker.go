@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -154,20 +155,30 @@ func CleanupEach(ctx context.Context, cli *client.Client, sel Selection, fn func
 			fn(r)
 		}
 	}
-	// Containers first: they hold the network and the volumes.
+	// Containers first, all at once (a run's cluster is removed after
+	// every run): they hold the network and the volumes.
+	var mu sync.Mutex
+	var wg sync.WaitGroup
 	for _, r := range rs {
 		if r.Kind != "container" {
 			continue
 		}
-		_, err := cli.ContainerRemove(ctx, r.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
-		switch {
-		case err == nil:
-			done(r)
-		case cerrdefs.IsNotFound(err):
-		default:
-			errs = append(errs, fmt.Errorf("docker: remove %s: %w", r, err))
-		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := cli.ContainerRemove(ctx, r.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				done(r)
+			case cerrdefs.IsNotFound(err):
+			default:
+				errs = append(errs, fmt.Errorf("docker: remove %s: %w", r, err))
+			}
+		}()
 	}
+	wg.Wait()
 	for _, kind := range []string{"network", "volume"} {
 		for _, r := range rs {
 			if r.Kind != kind {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/shardtest/shardtest/checker"
+	"github.com/shardtest/shardtest/coverage"
 	"github.com/shardtest/shardtest/history"
 )
 
@@ -45,6 +46,7 @@ type (
 		Fs              []fStats
 		Nodes           []nodeRow
 		Timeline        *timelineView
+		Coverage        *coverageView
 		RunFiles        []fileView
 		Logs            []fileView
 		MoreLogs        int
@@ -106,7 +108,7 @@ type (
 // WriteHTML writes the report page of the run in dir. dir is only read:
 // to link the files that exist there.
 func WriteHTML(w io.Writer, dir string, in Input) error {
-	t, err := template.New("page").Parse(pageTemplate)
+	t, err := template.New("page").Parse(pageTemplate + coverageTemplate)
 	if err != nil {
 		return fmt.Errorf("report template: %w", err)
 	}
@@ -192,6 +194,8 @@ func buildPage(root *os.Root, dir string, in Input) pageView {
 		}
 	}
 
+	p.Coverage = coverageSection(in)
+
 	ov := options(in.Options)
 	p.Options, p.MoreOptions, p.OptionsRaw = ov.rows, ov.more, ov.raw
 
@@ -240,7 +244,7 @@ func buildPage(root *os.Root, dir string, in Input) pageView {
 		}
 	}
 
-	for _, f := range []string{history.HistoryFile, history.EventsFile, TestFile, ResultsFile, JUnitFile} {
+	for _, f := range []string{history.HistoryFile, history.EventsFile, TestFile, ResultsFile, coverage.File, JUnitFile} {
 		p.RunFiles = append(p.RunFiles, fileIn(root, f))
 	}
 	logs := logFiles(dir)
@@ -412,7 +416,7 @@ details > summary { cursor: pointer; color: #333; margin: .3em 0; }
 <ul class="failed">{{range .Failed}}<li><a href="#{{.Anchor}}"><b>{{.Name}}</b></a>: {{.Summary}}{{if .When}} — {{.When}}{{end}}{{if .Smallest}}<br>The smallest counterexample: {{.Smallest}}{{with .SmallestFile}}, <a href="{{.Href}}">see it step by step</a>{{end}}.{{end}}</li>
 {{end}}</ul>
 <p class="note">The timeline marks each first violation with a red line; each checker's evidence is below.</p>{{end}}
-<nav>{{if .Failed}}<a href="#failed">what failed</a>{{end}}<a href="#checks">checks</a><a href="#timeline">timeline</a><a href="#history">history</a><a href="#options">options</a><a href="#files">files</a></nav>
+<nav>{{if .Failed}}<a href="#failed">what failed</a>{{end}}<a href="#checks">checks</a><a href="#timeline">timeline</a>{{if .Coverage}}<a href="#coverage">coverage</a>{{end}}<a href="#history">history</a><a href="#options">options</a><a href="#files">files</a></nav>
 
 <h2 id="checks">Checks</h2>
 {{range .Checks}}
@@ -460,7 +464,7 @@ Hover a row or a fault for its details.</p>
 {{else}}
 <p class="note">No timeline: the history has no entries or could not be read.</p>
 {{end}}
-
+{{template "coverage" .}}
 <h2 id="history">History</h2>
 {{range .HistoryNotes}}<p class="warn">{{.}}</p>{{end}}
 <table>

@@ -20,13 +20,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"fmt"
-	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/shardtest/shardtest/checker"
+	"github.com/shardtest/shardtest/coverage"
 	"github.com/shardtest/shardtest/history"
+	"github.com/shardtest/shardtest/internal/atomicfile"
 )
 
 // File names in a run folder: those this package writes and those it
@@ -60,6 +59,10 @@ type Input struct {
 	Analyzed *Analyzer
 	// Options is test.json as stored (any JSON; nil when missing).
 	Options json.RawMessage
+	// Coverage is the run's behaviour coverage (nil: not computed), and
+	// CoverageSummary its counts against the results store.
+	Coverage        *coverage.Coverage
+	CoverageSummary *coverage.Summary
 	// Rechecked, when set, is when `shardtest check` re-ran the checkers:
 	// the page then says that its verdict may differ from results.json's,
 	// which check leaves as the run wrote it.
@@ -75,37 +78,11 @@ func Write(dir string, in Input) error {
 	var page, junit bytes.Buffer
 	jerr := WriteJUnitSuite(&junit, Run{Dir: dir, Input: in})
 	if jerr == nil {
-		jerr = writeFileAtomic(dir, JUnitFile, junit.Bytes())
+		jerr = atomicfile.Write(dir, JUnitFile, junit.Bytes())
 	}
 	herr := WriteHTML(&page, dir, in)
 	if herr == nil {
-		herr = writeFileAtomic(dir, IndexFile, page.Bytes())
+		herr = atomicfile.Write(dir, IndexFile, page.Bytes())
 	}
 	return errors.Join(jerr, herr)
-}
-
-// writeFileAtomic writes b to dir/name through a temporary file in dir.
-func writeFileAtomic(dir, name string, b []byte) error {
-	f, err := os.CreateTemp(dir, "."+name+".*.tmp")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", name, err)
-	}
-	tmp := f.Name()
-	_, werr := f.Write(b)
-	cerr := f.Close()
-	if err := errors.Join(werr, cerr); err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("write %s: %w", name, err)
-	}
-	// CreateTemp makes the file private; reports are read by people and
-	// servers like the other files of a run.
-	if err := os.Chmod(tmp, 0o644); err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("write %s: %w", name, err)
-	}
-	if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("write %s: %w", name, err)
-	}
-	return nil
 }

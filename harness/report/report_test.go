@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/shardtest/shardtest/checker"
+	"github.com/shardtest/shardtest/coverage"
 	"github.com/shardtest/shardtest/history"
 )
 
@@ -573,5 +574,49 @@ func TestPageShowsWhatFailedFirst(t *testing.T) {
 	}
 	if i := strings.Index(page, `id="check-single-instance"`); i < 0 || strings.Contains(page[i:strings.Index(page[i:], "</div>")+i], "<details>") {
 		t.Error("one line of evidence folded")
+	}
+}
+
+// The coverage section: the line with the store's novelty, the situations
+// grouped, what never happened, and hostile strings escaped.
+func TestPageShowsCoverage(t *testing.T) {
+	dir := t.TempDir()
+	c := coverage.Coverage{Behaviours: []string{
+		"event singleton-started @oldest | none",
+		"event singleton-started @younger | partition/majority",
+		"fault partition:halves",
+		"op read ok | none",
+		"pair member-unreachable >same downing-decision | partition",
+		"reply entity-moved | kill",
+		"triple a >same b >other <script> | none",
+	}, Events: 12, NeverHappened: []string{"hand-over-gave-up"}}
+	s := coverage.Summarize(c, &coverage.Store{Seen: map[string]bool{"op read ok | none": true}, Runs: 3})
+	in := Input{Test: "t", Verdict: checker.Valid, Coverage: &c, CoverageSummary: &s}
+	var b bytes.Buffer
+	if err := WriteHTML(&b, dir, in); err != nil {
+		t.Fatal(err)
+	}
+	page := b.String()
+	for _, want := range []string{
+		`<h2 id="coverage">Coverage</h2>`,
+		"coverage: 7 behaviours (1 fault, 1 op, 1 reply, 2 event, 1 pair, 1 triple), 6 new to this results store (compared with 3 stored runs)",
+		"<code>singleton-started</code></td><td class=\"targets\">@oldest none, @younger partition/majority",
+		"hand-over-gave-up",
+		"member-unreachable &gt;same downing-decision | partition",
+		"&lt;script&gt;",
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("page lacks %q", want)
+		}
+	}
+	if strings.Contains(page, "<script>") {
+		t.Error("a behaviour's text reached the page unescaped")
+	}
+	b.Reset()
+	if err := WriteHTML(&b, dir, Input{Test: "t"}); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(b.String(), `id="coverage"`) {
+		t.Error("a run without coverage has a coverage section")
 	}
 }

@@ -4,6 +4,7 @@
 package run
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -21,6 +22,7 @@ import (
 	"time"
 
 	"github.com/shardtest/shardtest/checker"
+	"github.com/shardtest/shardtest/coverage"
 	"github.com/shardtest/shardtest/harness/report"
 	"github.com/shardtest/shardtest/history"
 	"github.com/shardtest/shardtest/nemesis"
@@ -186,6 +188,27 @@ type Result struct {
 	// the workload has no checker yet).
 	Verdict checker.Verdict  `json:"verdict"`
 	Checks  []checker.Result `json:"checks"`
+	// Coverage counts the behaviours the run showed (coverage.json
+	// beside it lists them); absent in runs of an older harness.
+	Coverage *coverage.Summary `json:"coverage,omitempty"`
+}
+
+// coverage writes the run's coverage file and sums it up against the
+// results store (Test.Store, or resultsRoot) as it was before this run. A
+// store that cannot be read leaves the novelty unknown; a file that cannot
+// be written is logged: coverage never changes a verdict.
+func (t *Test) coverage(dir, resultsRoot string, c coverage.Coverage) *coverage.Summary {
+	if err := coverage.Write(dir, c); err != nil {
+		t.Log.Warn("writing the coverage", "err", err)
+	}
+	root := cmp.Or(t.Store, resultsRoot)
+	st, err := coverage.ReadStore(root, dir)
+	if err != nil {
+		t.Log.Warn("reading the results store's coverage", "err", err)
+		st = nil
+	}
+	s := coverage.Summarize(c, st)
+	return &s
 }
 
 // Check runs the checkers of a run of o (the workload's, recovered with
@@ -199,18 +222,31 @@ func Check(ctx context.Context, o Options, h *history.File, in checker.Inputs) (
 	return judge(results, h)
 }
 
+// Checked is a stored run judged again: the combined verdict, every
+// checker's result, the history as far as it was held (its outline) and
+// the run's behaviour coverage.
+type Checked struct {
+	Verdict  checker.Verdict
+	Checks   []checker.Result
+	History  *history.File
+	Coverage coverage.Coverage
+}
+
 // CheckFile is Check on the run stored in the folder dir: its node events
 // and status samples read once for every checker (checker.ReadInputs), its
-// history in one pass that does not hold it (checker.CheckFile). It
-// returns the history as far as it was held (its outline).
-func CheckFile(ctx context.Context, o Options, dir string, fo checker.FileOptions) (checker.Verdict, []checker.Result, *history.File, error) {
+// history in one pass that does not hold it (checker.CheckFile), and its
+// coverage computed in the same pass.
+func CheckFile(ctx context.Context, o Options, dir string, fo checker.FileOptions) (Checked, error) {
 	checkers, results := o.checkers()
-	rs, h, err := checker.CheckFile(ctx, filepath.Join(dir, history.HistoryFile), checkers, checker.ReadInputs(dir), fo)
+	in := checker.ReadInputs(dir)
+	cov := coverage.NewBuilder(o.Capabilities)
+	fo.Observe = append(slices.Clone(fo.Observe), cov.Observe)
+	rs, h, err := checker.CheckFile(ctx, filepath.Join(dir, history.HistoryFile), checkers, in, fo)
 	if err != nil {
-		return checker.Unknown, nil, nil, err
+		return Checked{Verdict: checker.Unknown}, err
 	}
 	v, all := judge(append(results, rs...), h)
-	return v, all, h, nil
+	return Checked{Verdict: v, Checks: all, History: h, Coverage: cov.Finish(in.Events, in.Samples)}, nil
 }
 
 // Checker returns the checker called name that a run of o judges by (the
@@ -264,6 +300,9 @@ type Test struct {
 	// Progress, if set, is called about once a second during the main
 	// phase with a one-line status.
 	Progress func(line string)
+	// Store is the results store whose runs a run's coverage is compared
+	// with ("": the folder the run is stored under).
+	Store string
 	// Keep leaves the cluster running after the test (logs are copied only
 	// when it is stopped, e.g. by shardtest cleanup).
 	Keep bool
@@ -375,18 +414,20 @@ func (t *Test) Run(ctx context.Context, resultsRoot string) (Result, error) {
 	mctx, cancel := context.WithTimeout(ctx, o.TimeLimit)
 	defer cancel()
 	nemDone := make(chan struct{})
+	var lastHeal time.Time // when the nemesis had healed its last fault
 	go func() {
 		defer close(nemDone)
 		if nem != nil {
 			nem.Run(mctx, time.Now(), o.plan(nemesis.Names(nem.Faults)))
 		}
+		lastHeal = time.Now()
 	}()
 	touched := t.drive(mctx, hw, nodes, clients, caps)
 	<-nemDone // every fault healed
 	var recovery []byte
 	if nem != nil && ctx.Err() == nil {
 		phase(history.PhaseRecovery)
-		recovery, _ = json.Marshal(t.recover(ctx, nodes, clients))
+		recovery, _ = json.Marshal(t.recover(ctx, nodes, clients, lastHeal))
 	}
 	if ctx.Err() == nil {
 		hw.Write(history.Op{Kind: history.Phase, Process: -1, F: history.PhaseFinal, Value: recovery})
@@ -404,12 +445,14 @@ func (t *Test) Run(ctx context.Context, resultsRoot string) (Result, error) {
 	}
 	var counter history.Counter
 	analyzed := report.NewAnalyzer()
-	verdict, checks, h, err := CheckFile(ctx, o, dir, checker.FileOptions{Observe: []func(*history.Op){counter.Observe, analyzed.Observe}})
+	checked, err := CheckFile(ctx, o, dir, checker.FileOptions{Observe: []func(*history.Op){counter.Observe, analyzed.Observe}})
 	if err != nil {
 		return res, fmt.Errorf("reading back the history: %w", err)
 	}
+	h := checked.History
 	res.Summary = counter.Summary()
-	res.Verdict, res.Checks = verdict, checks
+	res.Verdict, res.Checks = checked.Verdict, checked.Checks
+	res.Coverage = t.coverage(dir, resultsRoot, checked.Coverage)
 	res.Duration = time.Since(start)
 	if err := writeJSON(filepath.Join(dir, report.ResultsFile), res); err != nil {
 		return res, err
@@ -418,7 +461,8 @@ func (t *Test) Run(ctx context.Context, resultsRoot string) (Result, error) {
 	// so a report that cannot be written is logged, not a failed run.
 	optJSON, _ := json.Marshal(o) // just written as test.json: it encodes
 	if err := report.Write(dir, report.Input{Test: res.Test, Started: res.Started, Duration: res.Duration,
-		Verdict: res.Verdict, Checks: res.Checks, Summary: res.Summary, History: h, Analyzed: analyzed, Options: optJSON}); err != nil {
+		Verdict: res.Verdict, Checks: res.Checks, Summary: res.Summary, History: h, Analyzed: analyzed, Options: optJSON,
+		Coverage: &checked.Coverage, CoverageSummary: res.Coverage}); err != nil {
 		t.Log.Warn("writing the report", "err", err)
 	}
 	if ctx.Err() != nil {
@@ -801,15 +845,16 @@ const (
 	RecoveryTimeout = 2 * time.Minute
 )
 
-// recover waits, after the last heal, until the cluster has converged:
-// every node the workload uses is ready, reaches every member, and counts
-// every one of those nodes as up (restarted, rejoined, no longer downed),
-// and RecoverySettle has passed since the heal.
+// recover waits, after the last heal (at healed), until the cluster has
+// converged: every node the workload uses is ready, reaches every member,
+// and counts every one of those nodes as up (restarted, rejoined, no
+// longer downed), and RecoverySettle has passed since the heal. Both count
+// from the heal, not from the main phase's end: a schedule whose last
+// fault healed early in the main phase has had that time already.
 // The final read-back then measures what survived, not how long recovery
 // takes. A cluster that does not converge within RecoveryTimeout is logged
 // (and the recovered checker says so); the final phase still runs.
-func (t *Test) recover(ctx context.Context, nodes []Node, clients []*client.Client) history.Recovery {
-	healed := time.Now()
+func (t *Test) recover(ctx context.Context, nodes []Node, clients []*client.Client, healed time.Time) history.Recovery {
 	deadline := healed.Add(RecoveryTimeout)
 	var last string
 	for {
@@ -979,16 +1024,62 @@ func (t *Test) PlannedSchedule() ([]nemesis.Step, error) {
 	if len(o.Schedule) > 0 {
 		return slices.Clone(o.Schedule), nil
 	}
-	faults, err := nemesis.Parse(o.faults())
+	faults, err := t.Faults(nil)
 	if err != nil || len(faults) == 0 {
 		return nil, err
 	}
-	r := &nemesis.Runner{Faults: faults, Env: &nemesis.Env{Capabilities: protocol.AllCapabilities(),
-		Cluster: plannedCluster{runtime: t.Runtime.Name(), features: features(t.Runtime), nodes: o.Nodes}}}
+	return o.plan(faults), nil
+}
+
+// Faults are the faults of --nemesis (or of the scripted schedule) that a
+// run of t injects: those that fit its runtime and cluster and an
+// implementation that declares caps (nil: every capability), in the order
+// --nemesis draws from. A run draws its plan from exactly these, once the
+// implementation has declared its capabilities.
+func (t *Test) Faults(caps []string) ([]string, error) {
+	faults, err := nemesis.Parse(t.Options.faults())
+	if err != nil || len(faults) == 0 {
+		return nil, err
+	}
+	if caps == nil {
+		caps = protocol.AllCapabilities()
+	}
+	r := &nemesis.Runner{Faults: faults, Env: &nemesis.Env{Capabilities: caps,
+		Cluster: plannedCluster{runtime: t.Runtime.Name(), features: features(t.Runtime), nodes: t.Options.Nodes}}}
 	if _, err := r.Check(); err != nil {
 		return nil, err
 	}
-	return o.plan(nemesis.Names(r.Faults)), nil
+	return nemesis.Names(r.Faults), nil
+}
+
+// ReproduceCommand is the shardtest run command that runs o again, its
+// fault schedule read from schedulePath (a --schedule file; "": o's own
+// --nemesis).
+func ReproduceCommand(o Options, schedulePath string) string {
+	parts := []string{"shardtest run"}
+	if schedulePath != "" {
+		parts = append(parts, "--schedule "+schedulePath)
+	} else if o.Nemesis != "" {
+		parts = append(parts, "--nemesis "+o.Nemesis, "--nemesis-interval "+o.NemesisInterval.String())
+	}
+	parts = append(parts, "--runtime "+o.Runtime, "--workload "+o.Workload, fmt.Sprintf("--seed %d", o.Seed),
+		fmt.Sprintf("--nodes %d", o.Nodes), "--time-limit "+o.TimeLimit.String(),
+		fmt.Sprintf("--entities %d", o.Entities), fmt.Sprintf("--concurrency %d", o.Concurrency),
+		fmt.Sprintf("--per-entity %d", o.PerEntity), "--op-timeout "+o.OpTimeout.String())
+	if o.Rate > 0 {
+		parts = append(parts, fmt.Sprintf("--rate %g", o.Rate))
+	}
+	if o.Image != "" {
+		parts = append(parts, "--image "+o.Image)
+	}
+	for _, a := range o.NodeArgs {
+		// One word: a value that starts with "--" is not taken for a flag.
+		parts = append(parts, "--node-arg="+a)
+	}
+	if len(o.NodeSettings) > 0 {
+		parts = append(parts, "# with the node settings of the original run's test.json")
+	}
+	return strings.Join(parts, " ")
 }
 
 // Precheck refuses what Run would refuse before any side effect.

@@ -74,6 +74,19 @@ type Candidate struct {
 	Errors          []string
 }
 
+// Line is the candidate, the n-th judged, in one line for people.
+func (c Candidate) Line(n int) string {
+	verdict := "passes"
+	if c.Failing {
+		verdict = "fails: kept"
+	}
+	could := ""
+	if len(c.Errors) > 0 {
+		could = fmt.Sprintf(" (%d could not run: %s)", len(c.Errors), c.Errors[0])
+	}
+	return fmt.Sprintf("candidate %d: %s: %d of %d tries failed%s: %s", n, c.What, c.Failures, c.Tries, could, verdict)
+}
+
 // Result is the search's answer.
 type Result struct {
 	// Original is the first candidate: the test as it failed.
@@ -208,45 +221,19 @@ func (s *search) try(what string, t Test) bool {
 	return c.Failing
 }
 
-// unit is one fault's inject and its heal (-1: never healed), as step
-// indexes.
-type unit struct{ inject, heal int }
+// unit is one fault's inject and its heal, as step indexes.
+type unit = nemesis.Span
 
 // units pairs each inject with the heal of its key.
-func units(steps []nemesis.Step) []unit {
-	var out []unit
-	open := map[string]int{} // key -> index into out
-	for i, st := range steps {
-		k := st.Key
-		if k == "" {
-			k = st.Fault
-		}
-		if st.Heal {
-			if u, ok := open[k]; ok {
-				out[u].heal = i
-				delete(open, k)
-			}
-			continue
-		}
-		if u, ok := open[k]; ok {
-			// Injecting an active key heals it first: the earlier
-			// inject ends here.
-			out[u].heal = -1
-			delete(open, k)
-		}
-		open[k] = len(out)
-		out = append(out, unit{inject: i, heal: -1})
-	}
-	return out
-}
+func units(steps []nemesis.Step) []unit { return nemesis.Spans(steps) }
 
 // without returns the steps with the units in drop removed.
 func without(steps []nemesis.Step, us []unit, drop []int) []nemesis.Step {
 	gone := map[int]bool{}
 	for _, d := range drop {
-		gone[us[d].inject] = true
-		if us[d].heal >= 0 {
-			gone[us[d].heal] = true
+		gone[us[d].Inject] = true
+		if us[d].Heal >= 0 {
+			gone[us[d].Heal] = true
 		}
 	}
 	var out []nemesis.Step
@@ -261,7 +248,7 @@ func without(steps []nemesis.Step, us []unit, drop []int) []nemesis.Step {
 func names(steps []nemesis.Step, us []unit, idx []int) string {
 	var n []string
 	for _, i := range idx {
-		st := steps[us[i].inject]
+		st := steps[us[i].Inject]
 		n = append(n, fmt.Sprintf("%s at %v", st.Fault, st.At))
 	}
 	return strings.Join(n, ", ")
@@ -316,14 +303,14 @@ func (s *search) shortenHolds() bool {
 		if u >= len(us) {
 			return changed
 		}
-		for us[u].heal >= 0 && !s.over() {
-			inj, heal := cur.Steps[us[u].inject], cur.Steps[us[u].heal]
+		for us[u].Heal >= 0 && !s.over() {
+			inj, heal := cur.Steps[us[u].Inject], cur.Steps[us[u].Heal]
 			hold := heal.At - inj.At
 			if hold < 2*time.Second {
 				break
 			}
 			t := cur.clone()
-			t.Steps[us[u].heal].At = inj.At + hold/2
+			t.Steps[us[u].Heal].At = inj.At + hold/2
 			// Keep the schedule in time order: the heal moves before the
 			// steps it now precedes.
 			slices.SortStableFunc(t.Steps, func(a, b nemesis.Step) int { return int(a.At - b.At) })

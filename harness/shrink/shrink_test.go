@@ -207,7 +207,7 @@ func TestUnits(t *testing.T) {
 		{At: 6, Fault: "kill:one", Heal: true},
 	}
 	got := units(steps)
-	want := []unit{{0, -1}, {1, 3}, {2, -1}, {4, 5}}
+	want := []unit{{Inject: 0, Heal: -1}, {Inject: 1, Heal: 3}, {Inject: 2, Heal: -1}, {Inject: 4, Heal: 5}}
 	if !slices.Equal(got, want) {
 		t.Fatalf("units %v, want %v", got, want)
 	}

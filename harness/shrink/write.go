@@ -20,25 +20,7 @@ import (
 // ReproduceCommand is the shardtest run command that runs t, with the
 // schedule written in outDir.
 func (r *Runs) ReproduceCommand(outDir string, t Test) string {
-	o := r.Options(t)
-	parts := []string{"shardtest run", "--schedule " + filepath.Join(outDir, "schedule.json"),
-		"--runtime " + o.Runtime, "--workload " + o.Workload, fmt.Sprintf("--seed %d", o.Seed),
-		fmt.Sprintf("--nodes %d", o.Nodes), "--time-limit " + o.TimeLimit.String(),
-		fmt.Sprintf("--entities %d", o.Entities), fmt.Sprintf("--concurrency %d", o.Concurrency),
-		fmt.Sprintf("--per-entity %d", o.PerEntity), "--op-timeout " + o.OpTimeout.String()}
-	if o.Rate > 0 {
-		parts = append(parts, fmt.Sprintf("--rate %g", o.Rate))
-	}
-	if o.Image != "" {
-		parts = append(parts, "--image "+o.Image)
-	}
-	for _, a := range o.NodeArgs {
-		parts = append(parts, "--node-arg "+a)
-	}
-	if len(o.NodeSettings) > 0 {
-		parts = append(parts, "# with the node settings of the original run's test.json")
-	}
-	return strings.Join(parts, " ")
+	return run.ReproduceCommand(r.Options(t), filepath.Join(outDir, "schedule.json"))
 }
 
 // failingEvidence is the checker's summary and first evidence lines in the

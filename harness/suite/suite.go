@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/shardtest/shardtest/checker"
+	"github.com/shardtest/shardtest/coverage"
 	"github.com/shardtest/shardtest/harness/report"
 	"github.com/shardtest/shardtest/harness/run"
 	"github.com/shardtest/shardtest/harness/scenario"
@@ -137,6 +138,9 @@ type Result struct {
 	// Exit is the suite's exit status: the worst of its runs' (run.Worse).
 	Exit int
 	Took time.Duration
+	// Coverage is what the runs exercised, by scenario (each run's
+	// coverage.json; a run without one adds nothing).
+	Coverage *coverage.Suite
 }
 
 // Run runs jobs, up to Parallel at once, until done or ctx ends.
@@ -170,9 +174,14 @@ func (s *Suite) Run(ctx context.Context, jobs []Job) Result {
 	}
 	close(next)
 	wg.Wait()
-	res := Result{Exit: run.ExitValid, Took: time.Since(started), ByJob: make([][]Run, len(jobs))}
+	res := Result{Exit: run.ExitValid, Took: time.Since(started), ByJob: make([][]Run, len(jobs)), Coverage: coverage.NewSuite()}
 	for i, es := range slots {
 		for _, e := range es {
+			if e.r.Dir != "" {
+				if c, err := coverage.Read(filepath.Join(e.r.Dir, coverage.File)); err == nil {
+					res.Coverage.Add(e.r.Label(), c)
+				}
+			}
 			res.ByJob[i] = append(res.ByJob[i], e.r)
 			res.Runs = append(res.Runs, e.r)
 			res.JUnit = append(res.JUnit, e.jr)
@@ -303,6 +312,14 @@ func (s *Suite) runOne(ctx context.Context, j Job, r *Run, basePort int) (report
 		return jr, run.ExitValid
 	}
 	return jr, run.ExitInvalid
+}
+
+// Label names the run's scenario, with its bug if one was on.
+func (r Run) Label() string {
+	if r.Bug != "" {
+		return r.Scenario + " with " + r.Bug
+	}
+	return r.Scenario
 }
 
 // Run is one run of a suite, as summary.json lists it.

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/shardtest/shardtest/checker"
+	"github.com/shardtest/shardtest/coverage"
 	"github.com/shardtest/shardtest/harness/report"
 	"github.com/shardtest/shardtest/harness/run"
 )
@@ -36,6 +37,10 @@ type Summary struct {
 	// Took is the suite's time (merged: the sum of its parts').
 	Took time.Duration `json:"took_ns,omitempty"`
 	Runs []Run         `json:"runs"`
+	// Coverage sums up what the runs exercised (coverage.json beside it
+	// has every behaviour with the scenarios that showed it); absent when
+	// a run, or a merged part, had none.
+	Coverage *coverage.SuiteSummary `json:"coverage,omitempty"`
 }
 
 // Outcome names a suite's exit status: with bugs on, a valid suite caught
@@ -76,16 +81,24 @@ func Write(dir string, res Result) error {
 	if err := report.WriteJUnit(&jb, res.JUnit); err != nil {
 		return err
 	}
-	return write(dir, res.Runs, jb.Bytes(), res.Exit, res.Took)
+	return write(dir, res.Runs, jb.Bytes(), res.Exit, res.Took, res.Coverage)
 }
 
-func write(dir string, runs []Run, junit []byte, exit int, took time.Duration) error {
+func write(dir string, runs []Run, junit []byte, exit int, took time.Duration, cov *coverage.Suite) error {
 	if err := os.WriteFile(filepath.Join(dir, report.JUnitFile), junit, 0o644); err != nil {
 		return err
 	}
 	withBugs := WithBugs(runs)
 	outcome := Outcome(exit, withBugs)
-	b, err := json.MarshalIndent(Summary{Outcome: outcome, ExitStatus: exit, WithBugs: withBugs, Took: took, Runs: runs}, "", "  ")
+	sum := Summary{Outcome: outcome, ExitStatus: exit, WithBugs: withBugs, Took: took, Runs: runs}
+	if cov != nil && len(cov.Runs) > 0 {
+		if err := coverage.WriteSuite(dir, cov); err != nil {
+			return err
+		}
+		cs := cov.Summary()
+		sum.Coverage = &cs
+	}
+	b, err := json.MarshalIndent(sum, "", "  ")
 	if err != nil {
 		return err
 	}
@@ -94,6 +107,9 @@ func write(dir string, runs []Run, junit []byte, exit int, took time.Duration) e
 	}
 	var md bytes.Buffer
 	WriteTable(&md, runs, took)
+	if sum.Coverage != nil {
+		sum.Coverage.WriteMarkdown(&md)
+	}
 	if err := os.WriteFile(filepath.Join(dir, SummaryMarkdownFile), md.Bytes(), 0o644); err != nil {
 		return err
 	}
@@ -155,6 +171,8 @@ func Merge(dirs []string, out string) (Summary, error) {
 		worst  = run.ExitValid
 		took   time.Duration
 		first  Summary
+		// cov is the parts' coverage merged; nil once a part has none.
+		cov = coverage.NewSuite()
 	)
 	for i, dir := range dirs {
 		s, err := ReadSummary(filepath.Join(dir, SummaryFile))
@@ -169,6 +187,14 @@ func Merge(dirs []string, out string) (Summary, error) {
 		j, err := os.ReadFile(filepath.Join(dir, report.JUnitFile))
 		if err != nil {
 			return Summary{}, err
+		}
+		switch pc, ok, err := coverage.ReadSuite(dir); {
+		case err != nil:
+			return Summary{}, err
+		case !ok:
+			cov = nil
+		case cov != nil:
+			cov.Merge(pc)
 		}
 		runs = append(runs, s.Runs...)
 		junits = append(junits, bytes.NewReader(j))
@@ -187,10 +213,10 @@ func Merge(dirs []string, out string) (Summary, error) {
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return Summary{}, err
 	}
-	if err := write(out, runs, jb.Bytes(), worst, took); err != nil {
+	if err := write(out, runs, jb.Bytes(), worst, took, cov); err != nil {
 		return Summary{}, err
 	}
-	return Summary{Outcome: Outcome(worst, first.WithBugs), ExitStatus: worst, WithBugs: first.WithBugs, Took: took, Runs: runs}, nil
+	return ReadSummary(filepath.Join(out, SummaryFile))
 }
 
 // index is the suite's index page: its outcome and one row per run,

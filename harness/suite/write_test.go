@@ -3,11 +3,14 @@ package suite
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/shardtest/shardtest/coverage"
 	"github.com/shardtest/shardtest/harness/run"
+	"github.com/shardtest/shardtest/protocol"
 )
 
 // --timings balances the shards by an earlier suite's run times.
@@ -73,5 +76,69 @@ func TestOutcome(t *testing.T) {
 		if got := Outcome(tt.exit, tt.withBugs); got != tt.want {
 			t.Errorf("Outcome(%d, %v) = %q, want %q", tt.exit, tt.withBugs, got, tt.want)
 		}
+	}
+}
+
+// A suite's coverage: written beside its summary, summed up per scenario
+// (what only it showed) with what the suite never exercised, and merged
+// across the parts of a split suite; a part without coverage leaves the
+// merged suite without (a union of some parts would understate it).
+func TestSuiteCoverage(t *testing.T) {
+	tmp := t.TempDir()
+	part := func(name string, add func(c *coverage.Suite)) string {
+		dir := filepath.Join(tmp, name)
+		os.MkdirAll(dir, 0o755)
+		res := Result{Runs: []Run{{Scenario: name, Seed: 1, Verdict: "valid"}}, Exit: run.ExitValid}
+		if add != nil {
+			res.Coverage = coverage.NewSuite()
+			add(res.Coverage)
+		}
+		if err := Write(dir, res); err != nil {
+			t.Fatal(err)
+		}
+		return dir
+	}
+	caps := []string{protocol.CapMembership, protocol.CapEvents, protocol.CapSingleton}
+	a := part("a", func(c *coverage.Suite) {
+		c.Add("a", coverage.Coverage{Behaviours: []string{"fault kill:one", "event singleton-started @oldest | none", "op read ok | none"}, Capabilities: caps})
+	})
+	b := part("b", func(c *coverage.Suite) {
+		c.Add("b", coverage.Coverage{Behaviours: []string{"op read ok | none", "event member-up @oldest | none"}, Capabilities: caps})
+	})
+	s, err := ReadSummary(filepath.Join(a, SummaryFile))
+	if err != nil || s.Coverage == nil || s.Coverage.Behaviours != 3 {
+		t.Fatalf("part a's summary: %v, %+v", err, s.Coverage)
+	}
+	merged, err := Merge([]string{a, b}, filepath.Join(tmp, "merged"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mc := merged.Coverage
+	if mc == nil || mc.Behaviours != 4 || len(mc.Scenarios) != 2 {
+		t.Fatalf("merged coverage %+v", mc)
+	}
+	if got := mc.Scenarios[0]; got.Scenario != "a" || got.Behaviours != 3 || got.Only != 2 {
+		t.Errorf("scenario a: %+v, want 3 behaviours, 2 shown by no other", got)
+	}
+	if !slices.Contains(mc.NeverLogged, protocol.EventSingletonStopped) || slices.Contains(mc.NeverLogged, protocol.EventMemberUp) {
+		t.Errorf("never logged: %v", mc.NeverLogged)
+	}
+	if !slices.Contains(mc.NeverInjected, "pause:one") || slices.Contains(mc.NeverInjected, "kill:one") {
+		t.Errorf("never injected: %v", mc.NeverInjected)
+	}
+	md, _ := os.ReadFile(filepath.Join(tmp, "merged", SummaryMarkdownFile))
+	if !strings.Contains(string(md), "| a | 1 | 3 | 2 |") || !strings.Contains(string(md), "coverage: 4 behaviours") {
+		t.Errorf("summary.md's coverage section:\n%s", md)
+	}
+	none := part("c", nil)
+	if m, err := Merge([]string{a, none}, filepath.Join(tmp, "merged2")); err != nil || m.Coverage != nil {
+		t.Errorf("a part without coverage: %v, coverage %+v", err, m.Coverage)
+	}
+	os.WriteFile(filepath.Join(none, coverage.File), []byte("[]"), 0o644)
+	if _, err := Merge([]string{a, none}, filepath.Join(tmp, "merged3")); err == nil {
+		t.Error("a part with a damaged coverage.json was merged")
+	}
+	if _, err := os.Stat(filepath.Join(tmp, "merged3")); err == nil {
+		t.Error("a refused merge wrote its folder")
 	}
 }

@@ -400,6 +400,9 @@ func (c *Cluster) Run(ctx context.Context) error {
 	}
 }
 
+// firstEver reports whether m holds the journal's first up-number.
+func firstEver(m Member) bool { return m.UpNumber == 1 }
+
 func (c *Cluster) allocateUpNumber(ctx context.Context) (int64, error) {
 	payload, _ := json.Marshal(struct {
 		UID  string `json:"uid"`
@@ -487,7 +490,9 @@ func (c *Cluster) shutdownMemberlist() {
 }
 
 // join contacts the seeds until one answers; the first seed bootstraps a
-// new cluster if none does within SeedTimeout (unless JoinOnly).
+// new cluster at once if it is the first member the journal ever gave an
+// up-number to, else if no seed answers within SeedTimeout (unless
+// JoinOnly).
 func (c *Cluster) join(ctx context.Context) error {
 	self := c.Self()
 	var others []string
@@ -501,6 +506,17 @@ func (c *Cluster) join(ctx context.Context) error {
 	afterGone := firstSeed && c.cfg.JoinOnly && c.cfg.Previous != nil
 	start := c.cfg.Clock.Elapsed()
 	for {
+		if first && firstEver(self) {
+			// Up-number 1: no member was ever allocated one from this
+			// journal before this one, and every member allocates before
+			// it joins, so no cluster exists to be joined, and asking the
+			// other seeds (each unreachable one costs a connect timeout)
+			// and waiting for one is time lost. The other seeds never
+			// bootstrap; they join this one. A restarted first seed has a
+			// later number, and waits as before.
+			c.log.Info("the first member of this journal: bootstrapping a new cluster")
+			break
+		}
 		if len(others) > 0 {
 			n, err := c.ml.Join(others)
 			if n > 0 && c.knowsMembers() {

@@ -1092,3 +1092,31 @@ func splitHostPort(a string) (string, int, error) {
 	port, err := strconv.Atoi(p)
 	return h, port, err
 }
+
+// The first member a journal ever gives an up-number to bootstraps its
+// cluster at once: no cluster can exist before it, so waiting for one is
+// time lost (every run's start paid the seed timeout). A first seed
+// started later on the same journal, as after a crash, waits for its seeds
+// as before: a cluster may exist that it cannot reach yet, and an island of
+// its own would run its own singletons.
+func TestFirstMemberOfAJournalBootstrapsAtOnce(t *testing.T) {
+	long := func(c *Config) { c.SeedTimeout = time.Minute }
+	tc := newTestCluster(t, 1, long) // ready within 20 s only without the wait
+	n1 := tc.nodes[0]
+	if up := n1.n.Status().Self.UpNumber; up != 1 {
+		t.Fatalf("the first member's up-number is %d", up)
+	}
+	tc.crash(n1)
+	tc.moveSeed(0)
+	again := tc.start("n1", 0)
+	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if st := again.n.Status(); st.Ready {
+			t.Fatalf("the first seed, restarted on a journal that has given out up-numbers, bootstrapped (up-number %d) within 3 s of a 1 min seed timeout", st.Self.UpNumber)
+		}
+		select {
+		case <-again.done:
+			t.Fatalf("n1 stopped: %v", again.err)
+		default:
+		}
+	}
+}
