@@ -141,8 +141,9 @@ func TestBehaviours(t *testing.T) {
 				"pair member-unreachable >same downing-decision | partition",
 				"pair downing-decision >same singleton-started | partition",
 				"pair member-unreachable >other self-downed | partition",
-				"triple member-unreachable >same downing-decision >same singleton-started | partition",
-				"triple inject:partition >fault member-unreachable >same downing-decision | partition",
+				// Three decisions in a row of n2's log, the inject among them.
+				"triple inject:partition > member-unreachable > downing-decision | partition",
+				"triple downing-decision > oldest-changed > singleton-started | partition",
 			},
 			not: []string{
 				// 1 s to 6.5 s: certainly before, but not within the window.
@@ -150,6 +151,8 @@ func TestBehaviours(t *testing.T) {
 				// Overlapping windows on different members: no order.
 				"pair self-downed >other singleton-started | partition",
 				"pair singleton-started >other self-downed | partition",
+				// Not in a row: oldest-changed came between.
+				"triple member-unreachable > downing-decision > singleton-started | partition",
 			},
 			never: []string{protocol.EventNodeStarted, protocol.EventMemberUp, protocol.EventSingletonStopped},
 		},

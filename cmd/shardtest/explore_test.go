@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/shardtest/shardtest/harness/explore"
 	"github.com/shardtest/shardtest/internal/testbin"
@@ -81,20 +82,7 @@ func TestExploreFindsABug(t *testing.T) {
 		t.Fatalf("campaign folders %v", dirs)
 	}
 	dir := dirs[0]
-	f, err := os.Open(filepath.Join(dir, explore.RunsFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var recs []explore.Record
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		var r explore.Record
-		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
-			t.Fatalf("runs.jsonl: %v: %s", err, sc.Text())
-		}
-		recs = append(recs, r)
-	}
+	recs := readRecords(t, filepath.Join(dir, explore.RunsFile))
 	last := recs[len(recs)-1]
 	if last.Verdict != "invalid" || !strings.Contains(strings.Join(last.Invalid, ","), "linearizable") {
 		t.Fatalf("the campaign's last run: %+v, want the invalid one (linearizable)\n%s", last, out)
@@ -111,4 +99,81 @@ func TestExploreFindsABug(t *testing.T) {
 	if !strings.Contains(string(md), "shardtest run") || !strings.Contains(string(out), "reproduce: shardtest run") {
 		t.Errorf("no command to reproduce it:\n%s\n%s", md, out)
 	}
+}
+
+// A campaign killed (SIGKILL) after its first run keeps that run and a
+// readable corpus, and a campaign given that corpus resumes from it: what
+// the corpus showed is not new to it.
+func TestExploreKilledKeepsItsCorpus(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts local clusters")
+	}
+	bin, cleanup, err := testbin.Build("shardtest-explore-kill-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cleanup()
+	results := t.TempDir()
+	corpus := filepath.Join(t.TempDir(), "corpus")
+	args := []string{"explore", "--runtime", "local", "--base-port", "29400", "--results", results, "--corpus", corpus,
+		"--workload", "register", "--entities", "20", "--nemesis", "kill:one", "--nemesis-interval", "3s", "--time-limit", "8s", "--seed", "2"}
+	cmd := exec.Command(bin, append(args, "--runs", "5")...)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var dir string
+	deadline := time.Now().Add(3 * time.Minute)
+	for ; ; time.Sleep(200 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			t.Fatal("no run finished in 3 minutes")
+		}
+		dirs, _ := filepath.Glob(filepath.Join(results, "explore", "*"))
+		if len(dirs) == 1 {
+			if b, _ := os.ReadFile(filepath.Join(dirs[0], explore.RunsFile)); strings.Count(string(b), "\n") >= 1 {
+				dir = dirs[0]
+				break
+			}
+		}
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	recs := readRecords(t, filepath.Join(dir, explore.RunsFile))
+	if len(recs) < 1 || recs[0].Entry == "" {
+		t.Fatalf("after the kill: %+v, want the first run kept as a corpus entry", recs)
+	}
+	if _, err := os.Stat(filepath.Join(recs[0].Dir, "results.json")); err != nil {
+		t.Errorf("the finished run's folder: %v", err)
+	}
+	out, err := exec.Command(bin, append(args, "--runs", "1", "--seed", "3")...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("resuming: %v\n%s", err, out)
+	}
+	dirs, _ := filepath.Glob(filepath.Join(results, "explore", "*"))
+	if len(dirs) != 2 {
+		t.Fatalf("campaign folders %v", dirs)
+	}
+	resumed := readRecords(t, filepath.Join(dirs[1], explore.RunsFile))
+	if len(resumed) != 1 || resumed[0].New >= resumed[0].Behaviours {
+		t.Errorf("the resumed campaign's run: %+v, want fewer new behaviours than it showed (the corpus showed some)\n%s", resumed, out)
+	}
+}
+
+func readRecords(t *testing.T, path string) []explore.Record {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var recs []explore.Record
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var r explore.Record
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			t.Fatalf("%s: %v: %s", path, err, sc.Text())
+		}
+		recs = append(recs, r)
+	}
+	return recs
 }

@@ -128,10 +128,14 @@ func WriteComparison(w io.Writer, trials []Trial) {
 	fmt.Fprintln(w, "| arm | campaigns | found a bug | time to the first invalid run: median (min–max) | distinct behaviours by the horizon: median (min–max) |")
 	fmt.Fprintln(w, "|---|---|---|---|---|")
 	for _, arm := range []string{ArmRandom, ArmGuided} {
-		var times []time.Duration
+		// A campaign that found nothing counts as "more than its time".
+		type ttf struct {
+			d        time.Duration
+			censored bool
+		}
+		var times []ttf
 		var found, n int
 		var behaviours []int
-		censored := false
 		for _, t := range trials {
 			if t.Arm != arm {
 				continue
@@ -140,25 +144,24 @@ func WriteComparison(w io.Writer, trials []Trial) {
 			behaviours = append(behaviours, t.behavioursAt(horizon))
 			if t.Found {
 				found++
-				times = append(times, t.FirstInvalid)
+				times = append(times, ttf{t.FirstInvalid, false})
 			} else {
-				censored = true
-				// Not found in the time it had: at least that long.
-				times = append(times, t.Took)
+				times = append(times, ttf{t.Took, true})
 			}
 		}
 		if n == 0 {
 			continue
 		}
-		slices.Sort(times)
+		slices.SortFunc(times, func(a, b ttf) int { return int(a.d - b.d) })
 		slices.Sort(behaviours)
-		med := times[len(times)/2]
-		medText := med.Round(time.Second).String()
-		if censored && found <= len(times)/2 {
-			medText = "more than " + medText
+		text := func(x ttf) string {
+			if x.censored {
+				return "more than " + x.d.Round(time.Second).String()
+			}
+			return x.d.Round(time.Second).String()
 		}
-		fmt.Fprintf(w, "| %s | %d | %d | %s (%s–%s) | %d (%d–%d) |\n", arm, n, found, medText,
-			times[0].Round(time.Second), times[len(times)-1].Round(time.Second),
+		fmt.Fprintf(w, "| %s | %d | %d | %s (%s – %s) | %d (%d–%d) |\n", arm, n, found, text(times[len(times)/2]),
+			text(times[0]), text(times[len(times)-1]),
 			behaviours[len(behaviours)/2], behaviours[0], behaviours[len(behaviours)-1])
 	}
 }

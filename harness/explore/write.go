@@ -46,7 +46,7 @@ func Counts(recs []Record) string {
 			unknown++
 		}
 	}
-	s := fmt.Sprintf("%d runs: %d valid, %d invalid, %d unknown", len(recs), valid, invalid, unknown)
+	s := fmt.Sprintf("%s: %d valid, %d invalid, %d unknown", plural(len(recs), "run"), valid, invalid, unknown)
 	if couldNot > 0 {
 		s += fmt.Sprintf(", %d could not run or were cut short", couldNot)
 	}
@@ -66,7 +66,7 @@ func (c *Campaign) WriteSummary(b *bytes.Buffer, res Result) {
 	}
 	fmt.Fprintf(b, "%s. %d distinct behaviours over the campaign's runs (docs/coverage.md)", Counts(res.Records), len(c.own))
 	if c.corpus != nil {
-		fmt.Fprintf(b, "; corpus %s: %d schedules", c.corpus.dir, len(c.corpus.entries))
+		fmt.Fprintf(b, "; corpus %s: %s", c.corpus.dir, plural(len(c.corpus.entries), "schedule"))
 	}
 	b.WriteString(".\n\n")
 	if f := res.FirstInvalid; f != nil {
@@ -100,6 +100,14 @@ func (c *Campaign) WriteSummary(b *bytes.Buffer, res Result) {
 		}
 		fmt.Fprintf(b, "| %d | %s | %s | %d | %d | %d | %s | %s |\n", r.N, mdCell(sched), mdCell(verdict), r.Behaviours, r.New, r.Total, r.Ended.Round(time.Second), link)
 	}
+}
+
+// plural is "1 run", "2 runs".
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
 }
 
 func imageNote(image string) string {

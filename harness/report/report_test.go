@@ -588,7 +588,7 @@ func TestPageShowsCoverage(t *testing.T) {
 		"op read ok | none",
 		"pair member-unreachable >same downing-decision | partition",
 		"reply entity-moved | kill",
-		"triple a >same b >other <script> | none",
+		"triple a > b > <script> | none",
 	}, Events: 12, NeverHappened: []string{"hand-over-gave-up"}}
 	s := coverage.Summarize(c, &coverage.Store{Seen: map[string]bool{"op read ok | none": true}, Runs: 3})
 	in := Input{Test: "t", Verdict: checker.Valid, Coverage: &c, CoverageSummary: &s}

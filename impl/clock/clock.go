@@ -33,12 +33,61 @@ type Clock interface {
 	// (not Now) to measure how long something lasted.
 	Elapsed() time.Duration
 	// NewTimer fires once after d of this clock's time.
-	NewTimer(d time.Duration) *time.Timer
+	NewTimer(d time.Duration) Timer
 	// NewTicker ticks every d of this clock's time.
-	NewTicker(d time.Duration) *time.Ticker
+	NewTicker(d time.Duration) Ticker
 	// Sleep waits d of this clock's time, or until ctx is done.
 	Sleep(ctx context.Context, d time.Duration) error
 }
+
+// Timer fires once, as a time.Timer does: its channel has room for one
+// firing, and Stop and Reset report whether it was still pending.
+type Timer interface {
+	C() <-chan time.Time
+	Stop() bool
+	Reset(d time.Duration) bool
+}
+
+// Ticker ticks every period, as a time.Ticker does: a tick nobody takes
+// before the next is dropped.
+type Ticker interface {
+	C() <-chan time.Time
+	Stop()
+	Reset(d time.Duration)
+}
+
+// Base is where a clock reads the time and sets its timers: the machine's
+// (Machine) or a simulation's (Virtual). An Adjustable clock adds a node's
+// skew on top of it.
+type Base interface {
+	Now() time.Time
+	NewTimer(d time.Duration) Timer
+	NewTicker(d time.Duration) Ticker
+}
+
+// Machine is the machine's time: the time package.
+type Machine struct{}
+
+// Now implements Base.
+func (Machine) Now() time.Time { return time.Now() }
+
+// NewTimer implements Base.
+func (Machine) NewTimer(d time.Duration) Timer { return machineTimer{time.NewTimer(d)} }
+
+// NewTicker implements Base.
+func (Machine) NewTicker(d time.Duration) Ticker { return machineTicker{time.NewTicker(d)} }
+
+type machineTimer struct{ t *time.Timer }
+
+func (m machineTimer) C() <-chan time.Time        { return m.t.C }
+func (m machineTimer) Stop() bool                 { return m.t.Stop() }
+func (m machineTimer) Reset(d time.Duration) bool { return m.t.Reset(d) }
+
+type machineTicker struct{ t *time.Ticker }
+
+func (m machineTicker) C() <-chan time.Time   { return m.t.C }
+func (m machineTicker) Stop()                 { m.t.Stop() }
+func (m machineTicker) Reset(d time.Duration) { m.t.Reset(d) }
 
 // Skew is the adjustment a Adjustable clock applies.
 type Skew struct {
@@ -52,9 +101,8 @@ type Skew struct {
 // Adjustable is a Clock whose offset and drift can be changed at run time.
 // The zero skew is real time. It is safe for concurrent use.
 type Adjustable struct {
-	mu sync.Mutex
-	// now reads the real time; replaced in tests.
-	now func() time.Time
+	mu   sync.Mutex
+	base Base
 	// anchor is the real time at which offset was last set; since then the
 	// skew grows by drift per unit of real time.
 	anchor time.Time
@@ -64,11 +112,12 @@ type Adjustable struct {
 	elapsed time.Duration
 }
 
-// Real returns an Adjustable clock with no skew.
-func Real() *Adjustable { return newAdjustable(time.Now) }
+// Real returns an Adjustable clock on the machine's time, with no skew.
+func Real() *Adjustable { return On(Machine{}) }
 
-func newAdjustable(now func() time.Time) *Adjustable {
-	return &Adjustable{now: now, anchor: now()}
+// On returns an Adjustable clock on base's time, with no skew.
+func On(base Base) *Adjustable {
+	return &Adjustable{base: base, anchor: base.Now()}
 }
 
 // MaxOffset bounds an offset the clock accepts: far beyond any useful
@@ -86,7 +135,7 @@ func (c *Adjustable) Set(s Skew) error {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	real := c.now()
+	real := c.base.Now()
 	c.elapsed = c.elapsedLocked(real)
 	c.anchor = real
 	c.offset = s.Offset
@@ -110,7 +159,7 @@ func (s Skew) Validate() error {
 func (c *Adjustable) Current() Skew {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return Skew{Offset: c.skewLocked(c.now()), Drift: c.drift}
+	return Skew{Offset: c.skewLocked(c.base.Now()), Drift: c.drift}
 }
 
 func (c *Adjustable) skewLocked(real time.Time) time.Duration {
@@ -121,7 +170,7 @@ func (c *Adjustable) skewLocked(real time.Time) time.Duration {
 func (c *Adjustable) Now() time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	real := c.now()
+	real := c.base.Now()
 	return real.Add(c.skewLocked(real))
 }
 
@@ -132,7 +181,7 @@ func (c *Adjustable) Since(t time.Time) time.Duration { return c.Now().Sub(t) }
 func (c *Adjustable) Elapsed() time.Duration {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.elapsedLocked(c.now())
+	return c.elapsedLocked(c.base.Now())
 }
 
 func (c *Adjustable) elapsedLocked(real time.Time) time.Duration {
@@ -152,17 +201,37 @@ func (c *Adjustable) Real(d time.Duration) time.Duration {
 }
 
 // NewTimer implements Clock.
-func (c *Adjustable) NewTimer(d time.Duration) *time.Timer { return time.NewTimer(c.Real(d)) }
+func (c *Adjustable) NewTimer(d time.Duration) Timer {
+	return adjustedTimer{c.base.NewTimer(c.Real(d)), c}
+}
 
 // NewTicker implements Clock. d must be positive.
-func (c *Adjustable) NewTicker(d time.Duration) *time.Ticker { return time.NewTicker(c.Real(d)) }
+func (c *Adjustable) NewTicker(d time.Duration) Ticker {
+	return adjustedTicker{c.base.NewTicker(c.Real(d)), c}
+}
+
+// adjustedTimer and adjustedTicker take their durations in the clock's
+// time when reset, as when made.
+type adjustedTimer struct {
+	Timer
+	c *Adjustable
+}
+
+func (t adjustedTimer) Reset(d time.Duration) bool { return t.Timer.Reset(t.c.Real(d)) }
+
+type adjustedTicker struct {
+	Ticker
+	c *Adjustable
+}
+
+func (t adjustedTicker) Reset(d time.Duration) { t.Ticker.Reset(t.c.Real(d)) }
 
 // Sleep implements Clock.
 func (c *Adjustable) Sleep(ctx context.Context, d time.Duration) error {
 	t := c.NewTimer(d)
 	defer t.Stop()
 	select {
-	case <-t.C:
+	case <-t.C():
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
@@ -186,7 +255,7 @@ func WithTimeout(parent context.Context, c Clock, d time.Duration) (context.Cont
 	go func() {
 		defer t.Stop()
 		select {
-		case <-t.C:
+		case <-t.C():
 			cancel(context.DeadlineExceeded)
 		case <-ctx.Done():
 		}

@@ -5,9 +5,15 @@ import (
 	"time"
 )
 
-type fakeReal struct{ t time.Time }
+// fakeReal is a base clock moved by hand: a virtual one, set by t.
+type fakeReal struct {
+	t time.Time
+	v *Virtual
+}
 
-func (f *fakeReal) now() time.Time { return f.t }
+func newFake(start time.Time) *fakeReal { return &fakeReal{t: start, v: NewVirtual(start)} }
+
+func (f *fakeReal) set(t time.Time) { f.t = t; f.v.AdvanceTo(t) }
 
 func TestAdjustable(t *testing.T) {
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -25,12 +31,12 @@ func TestAdjustable(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := &fakeReal{t: start}
-			c := newAdjustable(r.now)
+			r := newFake(start)
+			c := On(r.v)
 			if err := c.Set(tt.skew); err != nil {
 				t.Fatal(err)
 			}
-			r.t = start.Add(tt.elapsed)
+			r.set(start.Add(tt.elapsed))
 			if got := c.Now().Sub(r.t); got != tt.want {
 				t.Fatalf("skew = %v, want %v", got, tt.want)
 			}
@@ -43,12 +49,12 @@ func TestAdjustable(t *testing.T) {
 
 func TestSetKeepsAccumulatedDriftOut(t *testing.T) {
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	r := &fakeReal{t: start}
-	c := newAdjustable(r.now)
+	r := newFake(start)
+	c := On(r.v)
 	if err := c.Set(Skew{Drift: 0.5}); err != nil {
 		t.Fatal(err)
 	}
-	r.t = r.t.Add(10 * time.Second)
+	r.set(r.t.Add(10 * time.Second))
 	if got := c.Current().Offset; got != 5*time.Second {
 		t.Fatalf("accumulated %v, want 5s", got)
 	}
@@ -109,15 +115,15 @@ func TestElapsedIgnoresOffsetsButDrifts(t *testing.T) {
 		{"slow drift runs slow", &Skew{Drift: -0.5}, 10 * time.Second, 40 * time.Second},
 		{"a reset keeps the reading", &Skew{}, 10 * time.Second, 50 * time.Second},
 	}
-	r := &fakeReal{t: start}
-	c := newAdjustable(r.now)
+	r := newFake(start)
+	c := On(r.v)
 	for _, st := range steps {
 		if st.set != nil {
 			if err := c.Set(*st.set); err != nil {
 				t.Fatal(err)
 			}
 		}
-		r.t = r.t.Add(st.advance)
+		r.set(r.t.Add(st.advance))
 		if got := c.Elapsed(); got != st.want {
 			t.Fatalf("%s: Elapsed = %v, want %v", st.name, got, st.want)
 		}

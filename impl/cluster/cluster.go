@@ -394,7 +394,7 @@ func (c *Cluster) Run(ctx context.Context) error {
 		case <-c.downed:
 			c.pushState(ctx, true) // tell whoever still listens
 			return nil
-		case <-t.C:
+		case <-t.C():
 			c.tick(loopCtx)
 		}
 	}
@@ -617,7 +617,7 @@ func (c *Cluster) rejoinLoop(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-t.C():
 		}
 		alive := map[string]bool{}
 		for _, n := range c.ml.Members() {

@@ -18,6 +18,7 @@ import (
 	"github.com/shardtest/shardtest/protocol/journal"
 	"github.com/shardtest/shardtest/protocol/kit"
 
+	"github.com/shardtest/shardtest/impl/clock"
 	"github.com/shardtest/shardtest/impl/sharding"
 	"github.com/shardtest/shardtest/protocol"
 )
@@ -54,6 +55,7 @@ type Options struct {
 // on one persistence id.
 type journaled struct {
 	j     journal.Journal
+	clock clock.Clock
 	pid   string
 	epoch uint64
 	seq   int64
@@ -61,6 +63,16 @@ type journaled struct {
 	// next write (under our epoch nobody else can have written).
 	resync bool
 	apply  func(data []byte) error
+}
+
+// newJournaled is the journal of the entity ec of type typ, applying what
+// it replays with apply.
+func newJournaled(ec sharding.EntityContext, typ string, apply func(data []byte) error) journaled {
+	c := ec.Clock
+	if c == nil {
+		c = clock.Real()
+	}
+	return journaled{j: ec.Journal, clock: c, pid: pid(typ, ec), apply: apply}
 }
 
 func (p *journaled) recover(ctx context.Context, opts Options) error {
@@ -156,17 +168,17 @@ const (
 func (p *journaled) settle(ctx context.Context, data []byte, first error) (int64, error) {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, settleNoLimit)
+		ctx, cancel = clock.WithTimeout(ctx, p.clock, settleNoLimit)
 		defer cancel()
 	}
 	err, pause := first, settlePause
 	for {
-		t := time.NewTimer(pause)
+		t := p.clock.NewTimer(pause)
 		select {
 		case <-ctx.Done():
 			t.Stop()
 			return 0, err
-		case <-t.C:
+		case <-t.C():
 		}
 		pause = min(2*pause, settleMaxPause)
 		var last int64

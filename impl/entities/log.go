@@ -30,7 +30,7 @@ type appendLog struct {
 func NewLog(opts Options) sharding.EntityFactory {
 	return func(ctx context.Context, ec sharding.EntityContext) (sharding.Entity, error) {
 		l := &appendLog{seen: map[protocol.LogEntry]bool{}}
-		l.journaled = journaled{j: ec.Journal, pid: pid(protocol.TypeLog, ec), apply: l.apply}
+		l.journaled = newJournaled(ec, protocol.TypeLog, l.apply)
 		if err := l.recover(ctx, opts); err != nil {
 			return nil, err
 		}

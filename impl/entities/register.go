@@ -32,7 +32,7 @@ type register struct {
 func NewRegister(opts Options) sharding.EntityFactory {
 	return func(ctx context.Context, ec sharding.EntityContext) (sharding.Entity, error) {
 		r := &register{}
-		r.journaled = journaled{j: ec.Journal, pid: pid(protocol.TypeRegister, ec), apply: r.apply}
+		r.journaled = newJournaled(ec, protocol.TypeRegister, r.apply)
 		if err := r.recover(ctx, opts); err != nil {
 			return nil, err
 		}

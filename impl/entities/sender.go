@@ -81,10 +81,8 @@ func NewSender(opts SenderOptions, send Send) sharding.EntityFactory {
 			unconfirmed: map[int64]senderEvent{}, changed: make(chan struct{}),
 			wake: make(chan struct{}, 1), done: make(chan struct{}),
 		}
-		if s.clock == nil {
-			s.clock = clock.Real()
-		}
-		s.j = journaled{j: ec.Journal, pid: pid(protocol.TypeSender, ec), apply: s.apply}
+		s.j = newJournaled(ec, protocol.TypeSender, s.apply)
+		s.clock = s.j.clock
 		if err := s.j.recover(ctx, opts.Options); err != nil {
 			return nil, err
 		}
@@ -194,7 +192,7 @@ func (s *sender) redeliver(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-t.C():
 		case <-s.wake:
 		}
 		s.mu.Lock()

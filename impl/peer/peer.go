@@ -227,6 +227,15 @@ func (c *Client) Close() {
 	c.http.CloseIdleConnections()
 }
 
+// Caller makes node-to-node calls: the node's decisions reach other members
+// only through it, so the real transport (Client) and a simulated network
+// are interchangeable beneath them.
+type Caller interface {
+	Call(ctx context.Context, to Target, path string, req, resp any) error
+}
+
+var _ Caller = (*Client)(nil)
+
 // Call sends req as JSON to path on the member to and decodes a 2xx answer
 // into resp (if not nil). A cut peer behaves as on a real network: the
 // call waits until ctx is done.

@@ -148,7 +148,7 @@ func (s Settings) WithDefaults() Settings {
 // Deps are a region's and coordinator's collaborators on this node.
 type Deps struct {
 	Membership cluster.Membership
-	Peers      *peer.Client
+	Peers      peer.Caller
 	Clock      clock.Clock
 	Events     *kit.EventLog
 	Logger     *slog.Logger

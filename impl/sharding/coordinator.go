@@ -627,10 +627,10 @@ func (c *coordinator) loop() {
 		select {
 		case <-c.ctx.Done():
 			return
-		case <-rebalance.C:
+		case <-rebalance.C():
 			c.rebalance()
 		case <-changed:
-		case <-watch.C:
+		case <-watch.C():
 		}
 	}
 }

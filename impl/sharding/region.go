@@ -732,13 +732,13 @@ func (r *Region) awaitFresh(ctx context.Context) error {
 	if r.d.Fresh == nil || r.d.Fresh() {
 		return nil
 	}
-	t := time.NewTicker(20 * time.Millisecond)
+	t := r.d.Clock.NewTicker(20 * time.Millisecond)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("%w: this member is not fresh (it was frozen or starved) and did not become so in time", ErrEntityUnavailable)
-		case <-t.C:
+		case <-t.C():
 		}
 		r.mu.Lock()
 		stopped := r.stopped
@@ -760,7 +760,7 @@ func (r *Region) idleLoop(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-t.C():
 		}
 		now := r.d.Clock.Elapsed()
 		r.mu.Lock()
@@ -813,7 +813,7 @@ func (r *Region) Leave(ctx context.Context) error {
 			d = r.s.RetryInterval
 		}
 		t := r.d.Clock.NewTimer(d)
-		next = t.C
+		next = t.C()
 	}
 	send()
 	for {

@@ -226,7 +226,7 @@ func (sh *shard) await(ents []*entity, why error) int {
 	for i, e := range ents {
 		select {
 		case <-e.done:
-		case <-t.C:
+		case <-t.C():
 			n := 0
 			for _, rest := range ents[i:] {
 				select {

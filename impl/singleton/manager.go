@@ -104,7 +104,7 @@ func (c *Config) normalize() error {
 // Deps are what a Manager uses of its node.
 type Deps struct {
 	Membership cluster.Membership
-	Peers      *peer.Client
+	Peers      peer.Caller
 	Clock      clock.Clock
 	// Events receives the protocol steps; nil: a private log.
 	Events *kit.EventLog
@@ -197,8 +197,8 @@ type Manager struct {
 	handedToSeenDown bool
 	lastOldest       string
 	numbered         int // instances created
-	stateTimer       *time.Timer
-	stopTimer        *time.Timer
+	stateTimer       clock.Timer
+	stopTimer        clock.Timer
 }
 
 type inMsg struct {
@@ -369,11 +369,11 @@ func (m *Manager) Run(ctx context.Context) error {
 	}
 }
 
-func timerC(t *time.Timer) <-chan time.Time {
+func timerC(t clock.Timer) <-chan time.Time {
 	if t == nil {
 		return nil
 	}
-	return t.C
+	return t.C()
 }
 
 func (m *Manager) shutdown() {

@@ -39,7 +39,7 @@ type ProxyConfig struct {
 // ProxyDeps are what a Proxy uses of its node.
 type ProxyDeps struct {
 	Membership cluster.Membership
-	Peers      *peer.Client
+	Peers      peer.Caller
 	Clock      clock.Clock
 	// Events: nil, a private log.
 	Events *kit.EventLog
@@ -183,7 +183,7 @@ func (p *Proxy) Call(ctx context.Context, req Request) (json.RawMessage, error) 
 			t.Stop()
 			return nil, p.droppedErr()
 		case <-changed:
-		case <-t.C:
+		case <-t.C():
 		case <-ctx.Done():
 		}
 		t.Stop()
