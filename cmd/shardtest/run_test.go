@@ -61,6 +61,7 @@ func TestRunRefusesBadInput(t *testing.T) {
 		{[]string{"--scenario", "coordinator-crash", "--nemesis", "kill"}, nil, "--nemesis: scenario coordinator-crash sets it"},
 		{[]string{"--scenario", "journal-cut", "--runtime", "local"}, nil, "needs --runtime docker"},
 		{[]string{"--runtime", "local", "--base-port", reserved}, nil, "held by another run"},
+		{[]string{"--binary", good}, nil, "is not a static Linux executable"},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
@@ -71,11 +72,16 @@ func TestRunRefusesBadInput(t *testing.T) {
 			var out bytes.Buffer
 			cmd.SetOut(&out)
 			cmd.SetErr(&out)
-			cmd.SetArgs(append([]string{"run", "--results", t.TempDir()}, tt.args...))
+			results := t.TempDir()
+			cmd.SetArgs(append([]string{"run", "--results", results}, tt.args...))
 			err := cmd.ExecuteContext(context.Background())
 			var ee *exitError
 			if !errors.As(err, &ee) || ee.code != exitCannotRun || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("err = %v, want exit status 3 mentioning %q", err, tt.want)
+			}
+			// Refused before any side effect: nothing in the results store.
+			if left, _ := os.ReadDir(results); len(left) > 0 {
+				t.Errorf("refused, but wrote %s into the results store", left[0].Name())
 			}
 		})
 	}

@@ -33,6 +33,16 @@ func (Docker) Name() string { return "docker" }
 // Features are what the nemesis can do on containers.
 func (Docker) Features() []string { return dockerFaults{}.Features() }
 
+// Check refuses a run before any side effect when no Docker engine
+// answers.
+func (Docker) Check(int) error {
+	cli, err := docker.NewClient(context.Background())
+	if err != nil {
+		return err
+	}
+	return cli.Close()
+}
+
 // Start implements Runtime.
 func (d Docker) Start(ctx context.Context, runID string, nodes int, dir string) (Cluster, error) {
 	c, err := docker.Start(ctx, docker.Options{Nodes: nodes, RunID: runID, Dir: dir, NodeArgs: d.NodeArgs,
@@ -250,6 +260,15 @@ type RuntimeConfig struct {
 func NewRuntime(o Options, c RuntimeConfig) (Runtime, error) {
 	switch o.Runtime {
 	case "docker":
+		if c.Binary != "" {
+			// Checked here, before any run folder or container exists.
+			if static, err := docker.IsStaticELF(c.Binary); !static {
+				if err == nil {
+					err = errors.New("it needs a program interpreter (libc)")
+				}
+				return nil, fmt.Errorf("--binary %s is not a static Linux executable (%v); build it with CGO_ENABLED=0 go build ./cmd/shardtest", c.Binary, err)
+			}
+		}
 		return Docker{Binary: c.Binary, Image: o.Image, NodeArgs: o.NodeArgs, Settings: o.NodeSettings, Log: c.Log}, nil
 	case "local":
 		if c.Binary != "" || o.Image != "" {

@@ -77,6 +77,11 @@ func (Machine) NewTimer(d time.Duration) Timer { return machineTimer{time.NewTim
 // NewTicker implements Base.
 func (Machine) NewTicker(d time.Duration) Ticker { return machineTicker{time.NewTicker(d)} }
 
+// AfterFunc calls f in its own goroutine after d, unless stopped first.
+// For I/O drivers (the peer transport's idle streams); a node's decisions
+// use its Clock.
+func (Machine) AfterFunc(d time.Duration, f func()) Timer { return machineTimer{time.AfterFunc(d, f)} }
+
 type machineTimer struct{ t *time.Timer }
 
 func (m machineTimer) C() <-chan time.Time        { return m.t.C }

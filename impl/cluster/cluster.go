@@ -18,23 +18,22 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/shardtest/shardtest/protocol"
-	"github.com/shardtest/shardtest/protocol/journal"
-	"github.com/shardtest/shardtest/protocol/kit"
+	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/hashicorp/memberlist"
-
 	"github.com/shardtest/shardtest/impl/clock"
 	"github.com/shardtest/shardtest/impl/peer"
+	"github.com/shardtest/shardtest/protocol"
+	"github.com/shardtest/shardtest/protocol/journal"
+	"github.com/shardtest/shardtest/protocol/kit"
 )
 
 // UpNumbersID is the journal persistence id up-numbers are allocated from:
@@ -97,6 +96,13 @@ type Config struct {
 	Events *kit.EventLog
 	Logger *slog.Logger
 	Filter *peer.Filter
+	// Transport starts the member's transport; nil means memberlist on
+	// BindAddr:BindPort behind Filter (Memberlist).
+	Transport StartTransport
+	// Random is where the member's incarnation comes from; nil means
+	// crypto/rand. A simulation gives its seeded source, so that a seed
+	// replays the same incarnations.
+	Random io.Reader
 }
 
 func (c *Config) setDefaults() {
@@ -129,6 +135,12 @@ func (c *Config) setDefaults() {
 	}
 	if c.Filter == nil {
 		c.Filter = &peer.Filter{}
+	}
+	if c.Transport == nil {
+		c.Transport = Memberlist(*c)
+	}
+	if c.Random == nil {
+		c.Random = rand.Reader
 	}
 }
 
@@ -165,7 +177,7 @@ type Cluster struct {
 	self Member
 
 	mu     sync.Mutex
-	ml     *memberlist.Memberlist
+	tr     Transport // nil until started
 	joined bool
 	state  gossip
 	// lastHeard, unreachAt and the stability marks are readings of the
@@ -189,12 +201,8 @@ type Cluster struct {
 	version      uint64
 	changed      chan struct{}
 	dirty        bool
-	// resolver stability tracking
-	problemSig    string
-	stableSince   time.Duration
-	unstableSince time.Duration
-	unstable      bool // unstableSince is set
-	pushing       map[string]bool
+	resolver     resolver
+	pushing      map[string]bool
 	// pushes tracks state pushes in flight; Run waits for them before it
 	// shuts memberlist down.
 	pushes   sync.WaitGroup
@@ -213,7 +221,7 @@ func New(cfg Config) (*Cluster, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	inc, err := newIncarnation()
+	inc, err := newIncarnation(cfg.Random)
 	if err != nil {
 		return nil, err
 	}
@@ -236,9 +244,9 @@ func New(cfg Config) (*Cluster, error) {
 	return c, nil
 }
 
-func newIncarnation() (string, error) {
+func newIncarnation(random io.Reader) (string, error) {
 	b := make([]byte, 6)
-	if _, err := rand.Read(b); err != nil {
+	if _, err := io.ReadFull(random, b); err != nil {
 		return "", fmt.Errorf("cluster: incarnation: %w", err)
 	}
 	return hex.EncodeToString(b), nil
@@ -363,10 +371,10 @@ func (c *Cluster) Run(ctx context.Context) error {
 	c.self.UpNumber = up
 	c.mu.Unlock()
 
-	if err := c.startMemberlist(); err != nil {
+	if err := c.startTransport(); err != nil {
 		return err
 	}
-	defer c.shutdownMemberlist()
+	defer c.shutdownTransport()
 	defer func() {
 		c.mu.Lock()
 		c.stopping = true
@@ -434,57 +442,29 @@ func (c *Cluster) allocateUpNumber(ctx context.Context) (int64, error) {
 	}
 }
 
-func (c *Cluster) startMemberlist() error {
-	nt, err := memberlist.NewNetTransport(&memberlist.NetTransportConfig{
-		BindAddrs: []string{c.cfg.BindAddr},
-		BindPort:  c.cfg.BindPort,
-		Logger:    newStdLogger(c.log),
-	})
-	if err != nil {
-		return fmt.Errorf("cluster: gossip transport on %s:%d: %w", c.cfg.BindAddr, c.cfg.BindPort, err)
-	}
-	port := nt.GetAutoBindPort()
-	adv := c.cfg.AdvertiseAddr
-	if adv == "" {
-		adv = c.cfg.BindAddr
-	}
-	tr := newFilteredTransport(nt, c.cfg.Filter)
-
+func (c *Cluster) startTransport() error {
 	c.mu.Lock()
-	c.self.GossipAddr = net.JoinHostPort(adv, strconv.Itoa(port))
 	uid := c.self.UID()
 	c.mu.Unlock()
 	c.cfg.Events.SetIncarnation(c.self.Incarnation)
-
-	mc := memberlist.DefaultLANConfig()
-	mc.Name = uid
-	mc.Transport = tr
-	mc.AdvertiseAddr = adv
-	mc.AdvertisePort = port
-	mc.Delegate = (*delegate)(c)
-	mc.Events = (*eventDelegate)(c)
-	mc.Logger = newStdLogger(c.log)
-	mc.TCPTimeout = time.Second
-	mc.PushPullInterval = 5 * time.Second
-	ml, err := memberlist.Create(mc)
+	tr, err := c.cfg.Transport(uid, (*receiver)(c))
 	if err != nil {
-		tr.Shutdown()
-		return fmt.Errorf("cluster: start memberlist: %w", err)
+		return err
 	}
 	c.mu.Lock()
-	c.ml = ml
+	c.tr = tr
 	c.mu.Unlock()
 	close(c.bound)
 	return nil
 }
 
-func (c *Cluster) shutdownMemberlist() {
+func (c *Cluster) shutdownTransport() {
 	c.mu.Lock()
-	ml := c.ml
+	tr := c.tr
 	c.mu.Unlock()
-	if ml != nil {
-		if err := ml.Shutdown(); err != nil {
-			c.log.Warn("memberlist shutdown", "err", err)
+	if tr != nil {
+		if err := tr.Shutdown(); err != nil {
+			c.log.Warn("gossip transport shutdown", "err", err)
 		}
 	}
 }
@@ -518,7 +498,7 @@ func (c *Cluster) join(ctx context.Context) error {
 			break
 		}
 		if len(others) > 0 {
-			n, err := c.ml.Join(others)
+			n, err := c.tr.Join(others)
 			if n > 0 && c.knowsMembers() {
 				break
 			}
@@ -620,8 +600,8 @@ func (c *Cluster) rejoinLoop(ctx context.Context) {
 		case <-t.C():
 		}
 		alive := map[string]bool{}
-		for _, n := range c.ml.Members() {
-			alive[n.Address()] = true
+		for _, a := range c.tr.Alive() {
+			alive[a] = true
 		}
 		snap := c.Snapshot()
 		want := map[string]bool{}
@@ -641,7 +621,7 @@ func (c *Cluster) rejoinLoop(ctx context.Context) {
 			continue
 		}
 		sort.Strings(addrs)
-		if n, err := c.ml.Join(addrs); n > 0 {
+		if n, err := c.tr.Join(addrs); n > 0 {
 			c.log.Debug("re-joined", "contacted", n)
 		} else if err != nil {
 			c.log.Debug("re-join found nobody", "addrs", addrs, "err", err)
@@ -662,7 +642,10 @@ func (c *Cluster) judgeLocked() time.Duration {
 	c.ticked.Store(true)
 	selfUID := c.self.UID()
 	var unreach []string
-	for uid, r := range c.state {
+	// In a fixed order: the events it logs, and so a simulation's run,
+	// must not depend on a map's.
+	for _, uid := range slices.Sorted(maps.Keys(c.state)) {
+		r := c.state[uid]
 		if uid == selfUID || r.Status.Final() {
 			continue
 		}
@@ -713,6 +696,7 @@ func (c *Cluster) tick(ctx context.Context) {
 			live[r.Member.GossipAddr] = true
 		}
 	}
+	slices.Sort(targets) // sent in a fixed order
 	notices := map[string][]byte{}
 	for uid, at := range c.downSeen {
 		r := c.state[uid]
@@ -729,12 +713,12 @@ func (c *Cluster) tick(ctx context.Context) {
 	c.mu.Unlock()
 
 	for _, a := range targets {
-		if err := c.ml.SendToAddress(memberlist.Address{Addr: a}, hb); err != nil {
+		if err := c.tr.Send(a, hb); err != nil {
 			c.log.Debug("heartbeat", "to", a, "err", err)
 		}
 	}
-	for a, msg := range notices {
-		if err := c.ml.SendToAddress(memberlist.Address{Addr: a}, msg); err != nil {
+	for _, a := range slices.Sorted(maps.Keys(notices)) {
+		if err := c.tr.Send(a, notices[a]); err != nil {
 			c.log.Debug("down notice", "to", a, "err", err)
 		}
 	}
@@ -770,46 +754,8 @@ func (c *Cluster) resolveLocked(now time.Duration) {
 			v.observations[uid] = r.Unreachable
 		}
 	}
-	unreachable, indirect := v.problem()
-	sig := strings.Join(unreachable, ",") + "|" + strings.Join(indirect, ",")
-	if len(unreachable) == 0 && len(indirect) == 0 {
-		c.problemSig, c.unstable = "", false
-		return
-	}
-	if sig != c.problemSig {
-		c.problemSig, c.stableSince = sig, now
-		if !c.unstable {
-			c.unstableSince, c.unstable = now, true
-		}
-	}
-	if d.DownAllWhenUnstable > 0 && now-c.unstableSince >= d.StableAfter+d.DownAllWhenUnstable && v.leader() == selfUID {
-		all := decision{reason: fmt.Sprintf("%s: reachability unstable for %v: downing every member", d.Strategy, (now - c.unstableSince).Round(time.Millisecond))}
-		for _, m := range v.members {
-			all.down = append(all.down, m.UID())
-		}
-		c.applyLocked(all)
-		return
-	}
-	if now-c.stableSince < d.StableAfter {
-		return
-	}
-	// Only the leader of this side decides, as in Akka: with one decider
-	// per side, members that see the problem differently (an indirectly
-	// connected member judging its peer merely unreachable) cannot race to
-	// contradicting decisions. The leader is the oldest member this node
-	// reaches; every member of a side agrees on it once their views agree.
-	dec := decide(d, v)
-	switch {
-	case dec.empty():
-	case v.leader() == selfUID:
+	if dec := c.resolver.step(d, now, v); !dec.empty() {
 		c.applyLocked(dec)
-	case slices.Contains(dec.down, selfUID):
-		// A decision that downs this member is safe to take alone: it
-		// cannot contradict anyone's, and waiting for the leader's would
-		// make this member's stop depend on the leader's decision reaching
-		// it — which a one-way partition or packet loss may never let
-		// happen, while the other side goes on after its removal margin.
-		c.applyLocked(decision{down: []string{selfUID}, reason: dec.reason + " (this member's own part, taken without waiting for its side's leader)"})
 	}
 }
 
@@ -824,7 +770,7 @@ func (c *Cluster) applyLocked(d decision) {
 		}
 		c.setStatusLocked(r, StatusDown, d.reason)
 	}
-	c.problemSig, c.unstable = "", false
+	c.resolver.reset()
 }
 
 // setStatusLocked moves r forward to st, logging and acting on it.
@@ -1055,29 +1001,20 @@ func (c *Cluster) goPush(ctx context.Context, addr string, wg *sync.WaitGroup) {
 // push in flight per address.
 func (c *Cluster) pushTo(ctx context.Context, addr string) {
 	c.mu.Lock()
-	if c.pushing[addr] || c.ml == nil || ctx.Err() != nil {
+	if c.pushing[addr] || c.tr == nil || ctx.Err() != nil {
 		c.mu.Unlock()
 		return
 	}
 	c.pushing[addr] = true
 	msg := c.encodeStateLocked()
-	ml := c.ml
+	tr := c.tr
 	c.mu.Unlock()
 	defer func() {
 		c.mu.Lock()
 		delete(c.pushing, addr)
 		c.mu.Unlock()
 	}()
-	host, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		return
-	}
-	p, err := strconv.Atoi(port)
-	if err != nil {
-		return
-	}
-	node := &memberlist.Node{Name: "", Addr: net.ParseIP(host), Port: uint16(p)}
-	if err := ml.SendReliable(node, msg); err != nil {
+	if err := tr.SendReliable(addr, msg); err != nil {
 		c.log.Debug("state push", "to", addr, "err", err)
 	}
 }
@@ -1141,12 +1078,12 @@ func (c *Cluster) FinishLeave(ctx context.Context) error {
 		return errors.New("cluster: cannot leave: this member was downed")
 	}
 	c.setStatusLocked(r, StatusRemoved, "")
-	ml := c.ml
+	tr := c.tr
 	c.mu.Unlock()
 	c.pushState(ctx, true)
-	if ml != nil {
-		if err := ml.Leave(time.Second); err != nil {
-			c.log.Debug("memberlist leave", "err", err)
+	if tr != nil {
+		if err := tr.Leave(time.Second); err != nil {
+			c.log.Debug("gossip leave", "err", err)
 		}
 	}
 	c.leaveOnce.Do(func() {
@@ -1156,25 +1093,28 @@ func (c *Cluster) FinishLeave(ctx context.Context) error {
 	return nil
 }
 
-// delegate adapts Cluster to memberlist.Delegate. memberlist calls it under
-// its own locks: it must not call back into memberlist.
-type delegate Cluster
+// receiver is the Cluster as its transport's Receiver. The transport calls
+// it under its own locks: it never calls back into the transport.
+type receiver Cluster
 
-func (d *delegate) NodeMeta(limit int) []byte {
+func (d *receiver) Bound(addr string) {
+	c := (*Cluster)(d)
+	c.mu.Lock()
+	c.self.GossipAddr = addr
+	c.mu.Unlock()
+}
+
+func (d *receiver) Meta() []byte {
 	c := (*Cluster)(d)
 	c.mu.Lock()
 	b, _ := json.Marshal(c.self)
 	c.mu.Unlock()
-	if len(b) > limit {
-		return nil
-	}
 	return b
 }
 
-func (d *delegate) NotifyMsg(b []byte)                         { (*Cluster)(d).onMessage(b) }
-func (d *delegate) GetBroadcasts(overhead, limit int) [][]byte { return nil }
+func (d *receiver) Message(b []byte) { (*Cluster)(d).onMessage(b) }
 
-func (d *delegate) LocalState(join bool) []byte {
+func (d *receiver) LocalState(join bool) []byte {
 	c := (*Cluster)(d)
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -1189,7 +1129,7 @@ func (d *delegate) LocalState(join bool) []byte {
 	return b
 }
 
-func (d *delegate) MergeRemoteState(buf []byte, join bool) {
+func (d *receiver) MergeRemoteState(buf []byte, join bool) {
 	var recs []*record
 	if json.Unmarshal(buf, &recs) != nil {
 		return
@@ -1200,15 +1140,13 @@ func (d *delegate) MergeRemoteState(buf []byte, join bool) {
 	c.mu.Unlock()
 }
 
-// eventDelegate learns of new members from memberlist as early as possible.
-type eventDelegate Cluster
-
-func (e *eventDelegate) NotifyJoin(n *memberlist.Node) {
+// Met learns of new members from the transport as early as possible.
+func (d *receiver) Met(meta []byte) {
 	var m Member
-	if json.Unmarshal(n.Meta, &m) != nil || m.Name == "" || m.Incarnation == "" || m.UpNumber <= 0 {
+	if json.Unmarshal(meta, &m) != nil || m.Name == "" || m.Incarnation == "" || m.UpNumber <= 0 {
 		return
 	}
-	c := (*Cluster)(e)
+	c := (*Cluster)(d)
 	c.mu.Lock()
 	if !c.joined && m.GossipAddr != "" {
 		if c.incarnations[m.GossipAddr] == nil {
@@ -1223,6 +1161,3 @@ func (e *eventDelegate) NotifyJoin(n *memberlist.Node) {
 	}
 	c.mu.Unlock()
 }
-
-func (e *eventDelegate) NotifyLeave(*memberlist.Node)  {}
-func (e *eventDelegate) NotifyUpdate(*memberlist.Node) {}

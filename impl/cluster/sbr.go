@@ -255,6 +255,67 @@ func (v view) decideUnheard(cfg DowningConfig) decision {
 	return decision{}
 }
 
+// resolver is the split-brain resolver's clock-driven part: what problem it
+// saw last, since when that has been stable, and since when reachability
+// has kept changing. It is pure: the caller gives it the time and the view
+// at each tick, and applies the decision.
+type resolver struct {
+	problemSig    string
+	stableSince   time.Duration
+	unstableSince time.Duration
+	unstable      bool // unstableSince is set
+}
+
+// reset forgets the problem: a decision was applied.
+func (r *resolver) reset() { r.problemSig, r.unstable = "", false }
+
+// step judges view v at now (an Elapsed reading) under cfg (any strategy
+// but auto-down): the decision this member takes now, if any.
+func (r *resolver) step(cfg DowningConfig, now time.Duration, v view) decision {
+	unreachable, indirect := v.problem()
+	sig := strings.Join(unreachable, ",") + "|" + strings.Join(indirect, ",")
+	if len(unreachable) == 0 && len(indirect) == 0 {
+		r.reset()
+		return decision{}
+	}
+	if sig != r.problemSig {
+		r.problemSig, r.stableSince = sig, now
+		if !r.unstable {
+			r.unstableSince, r.unstable = now, true
+		}
+	}
+	if cfg.DownAllWhenUnstable > 0 && now-r.unstableSince >= cfg.StableAfter+cfg.DownAllWhenUnstable && v.leader() == v.self {
+		all := decision{reason: fmt.Sprintf("%s: reachability unstable for %v: downing every member", cfg.Strategy, (now - r.unstableSince).Round(time.Millisecond))}
+		for _, m := range v.members {
+			all.down = append(all.down, m.UID())
+		}
+		sort.Strings(all.down)
+		return all
+	}
+	if now-r.stableSince < cfg.StableAfter {
+		return decision{}
+	}
+	// Only the leader of this side decides, as in Akka: with one decider
+	// per side, members that see the problem differently (an indirectly
+	// connected member judging its peer merely unreachable) cannot race to
+	// contradicting decisions. The leader is the oldest member this node
+	// reaches; every member of a side agrees on it once their views agree.
+	dec := decide(cfg, v)
+	switch {
+	case dec.empty():
+	case v.leader() == v.self:
+		return dec
+	case slices.Contains(dec.down, v.self):
+		// A decision that downs this member is safe to take alone: it
+		// cannot contradict anyone's, and waiting for the leader's would
+		// make this member's stop depend on the leader's decision reaching
+		// it — which a one-way partition or packet loss may never let
+		// happen, while the other side goes on after its removal margin.
+		return decision{down: []string{v.self}, reason: dec.reason + " (this member's own part, taken without waiting for its side's leader)"}
+	}
+	return decision{}
+}
+
 func side(mine bool) string {
 	if mine {
 		return "this"

@@ -8,6 +8,7 @@ import (
 
 	"github.com/hashicorp/memberlist"
 
+	"github.com/shardtest/shardtest/impl/clock"
 	"github.com/shardtest/shardtest/impl/peer"
 )
 
@@ -64,7 +65,7 @@ func (t *filteredTransport) PacketCh() <-chan *memberlist.Packet { return t.pack
 
 func (t *filteredTransport) WriteTo(b []byte, addr string) (time.Time, error) {
 	if !t.filter.AllowsTo(addr) {
-		return time.Now(), nil // sent, and lost on the way
+		return clock.Machine{}.Now(), nil // sent, and lost on the way
 	}
 	return t.NetTransport.WriteTo(b, addr)
 }
@@ -75,10 +76,10 @@ func (t *filteredTransport) WriteToAddress(b []byte, a memberlist.Address) (time
 
 func (t *filteredTransport) DialTimeout(addr string, timeout time.Duration) (net.Conn, error) {
 	if !t.filter.AllowsStream(addr) {
-		timer := time.NewTimer(timeout)
+		timer := clock.Machine{}.NewTimer(timeout)
 		defer timer.Stop()
 		select {
-		case <-timer.C:
+		case <-timer.C():
 		case <-t.done:
 		}
 		return nil, fmt.Errorf("dial %s: i/o timeout (cut by packet filter)", addr)

@@ -2,19 +2,17 @@ package cluster
 
 import (
 	"encoding/json"
-	"github.com/shardtest/shardtest/protocol/kit"
 	"io"
 	"log/slog"
 	"testing"
 	"time"
 
-	"github.com/hashicorp/memberlist"
-
 	"github.com/shardtest/shardtest/impl/clock"
+	"github.com/shardtest/shardtest/protocol/kit"
 )
 
 // TestOnlyMembersVouch: a node shares its membership state (with a joiner,
-// through memberlist's push/pull) and takes newcomers in only while it is a
+// through its transport's push/pull) and takes newcomers in only while it is a
 // member in good standing. A node not yet joined, or downed and not yet
 // restarted, shares nothing: a joiner that learnt the members from it would
 // count as joined to a cluster it never reached (the downed side of a
@@ -50,13 +48,13 @@ func TestOnlyMembersVouch(t *testing.T) {
 				c.state.merge(&record{Member: c.self, Status: tc.self})
 			}
 			var recs []*record
-			if err := json.Unmarshal((*delegate)(c).LocalState(true), &recs); err != nil {
+			if err := json.Unmarshal((*receiver)(c).LocalState(true), &recs); err != nil {
 				t.Fatal(err)
 			}
 			if shared := len(recs) > 0; shared != tc.vouch {
 				t.Errorf("shares its state: %v, want %v (%d records)", shared, tc.vouch, len(recs))
 			}
-			(*eventDelegate)(c).NotifyJoin(&memberlist.Node{Name: newcomer.UID(), Meta: meta})
+			(*receiver)(c).Met(meta)
 			if _, took := c.state[newcomer.UID()]; took != tc.vouch {
 				t.Errorf("took the newcomer in: %v, want %v", took, tc.vouch)
 			}

@@ -8,7 +8,8 @@ import (
 	"io"
 	"net"
 	"sync"
-	"time"
+
+	"github.com/shardtest/shardtest/impl/clock"
 )
 
 // The frames of a node-to-node stream. Each is a 4-byte big-endian length
@@ -164,7 +165,7 @@ func (w *frameWriter) write(f frame) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.buf = appendFrame(w.buf[:0], f)
-	w.conn.SetWriteDeadline(time.Now().Add(writeTimeout))
+	w.conn.SetWriteDeadline(clock.Machine{}.Now().Add(writeTimeout))
 	_, err := w.conn.Write(w.buf)
 	if cap(w.buf) > 64<<10 {
 		w.buf = nil // keep no large buffer for small frames

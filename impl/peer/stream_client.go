@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/shardtest/shardtest/impl/clock"
 )
 
 // StreamPath is the peer port's endpoint that turns a connection into a
@@ -71,7 +73,7 @@ type stream struct {
 	nextID  uint64
 	pending map[uint64]chan frame
 	err     error // set once the stream broke: no more requests
-	idle    *time.Timer
+	idle    clock.Timer
 }
 
 // streamFor returns the stream to addr, dialling it if there is none
@@ -85,7 +87,7 @@ func (c *Client) streamFor(ctx context.Context, addr string) (*stream, error) {
 			return nil, errClientClosed
 		}
 		if until, ok := c.httpOnly[addr]; ok {
-			if time.Now().Before(until) {
+			if (clock.Machine{}).Now().Before(until) {
 				c.mu.Unlock()
 				return nil, errHTTPOnly
 			}
@@ -135,7 +137,7 @@ func (c *Client) dial(addr string, sl *streamSlot) {
 		c.drop(addr, sl)
 		if errors.Is(err, errHTTPOnly) {
 			c.mu.Lock()
-			c.httpOnly[addr] = time.Now().Add(httpOnlyFor)
+			c.httpOnly[addr] = clock.Machine{}.Now().Add(httpOnlyFor)
 			c.mu.Unlock()
 		}
 		close(sl.ready)
@@ -186,7 +188,7 @@ func (c *Client) upgrade(ctx context.Context, addr string) (*stream, *bufio.Read
 	}
 	conn.SetDeadline(time.Time{})
 	s := &stream{addr: addr, conn: conn, out: frameWriter{conn: conn}, pending: map[uint64]chan frame{}}
-	s.idle = time.AfterFunc(clientIdle, s.closeIfIdle)
+	s.idle = clock.Machine{}.AfterFunc(clientIdle, s.closeIfIdle)
 	return s, br, nil
 }
 

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/shardtest/shardtest/impl/clock"
 	"github.com/shardtest/shardtest/protocol"
 )
 
@@ -116,7 +117,7 @@ func (s *StreamServer) upgrade(w http.ResponseWriter, r *http.Request) {
 		conn.Close()
 	}()
 	conn.SetDeadline(time.Time{}) // the server's read timeout was for the upgrade
-	conn.SetWriteDeadline(time.Now().Add(writeTimeout))
+	conn.SetWriteDeadline(clock.Machine{}.Now().Add(writeTimeout))
 	if _, err := io.WriteString(brw, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: "+streamProtocol+"\r\n\r\n"); err != nil {
 		return
 	}
@@ -157,7 +158,7 @@ func (ss *serverStream) serve(br *bufio.Reader) {
 	// routed read).
 	idle := make(chan work) // a worker waiting for a request receives
 	for {
-		ss.conn.SetReadDeadline(time.Now().Add(serverIdle))
+		ss.conn.SetReadDeadline(clock.Machine{}.Now().Add(serverIdle))
 		f, err := readFrame(br)
 		if err != nil {
 			if !isClosed(err) {
@@ -225,7 +226,7 @@ const workerIdle = 10 * time.Second
 // work serves w, then every request handed to it on idle, until none
 // comes for workerIdle or the stream has ended.
 func (ss *serverStream) work(w work, idle <-chan work, ended <-chan struct{}, sem <-chan struct{}) {
-	t := time.NewTimer(workerIdle)
+	t := clock.Machine{}.NewTimer(workerIdle)
 	defer t.Stop()
 	for {
 		ss.handle(w.ctx, w.f)
@@ -237,7 +238,7 @@ func (ss *serverStream) work(w work, idle <-chan work, ended <-chan struct{}, se
 		t.Reset(workerIdle)
 		select {
 		case w = <-idle:
-		case <-t.C:
+		case <-t.C():
 			return
 		case <-ended:
 			return

@@ -5,12 +5,14 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"github.com/shardtest/shardtest/protocol/journal"
 	"math"
 	"slices"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	clockpkg "github.com/shardtest/shardtest/impl/clock"
+	"github.com/shardtest/shardtest/protocol/journal"
 )
 
 // Bucket layout of the bbolt file:
@@ -90,7 +92,7 @@ func Open(path string, opts StoreOptions) (*Store, error) {
 	}
 	clock := opts.Clock
 	if clock == nil {
-		clock = time.Now
+		clock = clockpkg.Machine{}.Now
 	}
 	return &Store{db: db, clock: clock}, nil
 }

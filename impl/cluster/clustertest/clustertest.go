@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shardtest/shardtest/impl/clock"
 	"github.com/shardtest/shardtest/impl/cluster"
 )
 
@@ -50,11 +51,12 @@ func (f *Membership) Set(s cluster.Snapshot) {
 // Eventually polls cond until it holds, failing t after timeout.
 func Eventually(t testing.TB, timeout time.Duration, cond func() bool, format string, args ...any) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
+	machine := clock.Machine{}
+	deadline := machine.Now().Add(timeout)
 	for !cond() {
-		if time.Now().After(deadline) {
+		if machine.Now().After(deadline) {
 			t.Fatalf("timed out after %v: "+format, append([]any{timeout}, args...)...)
 		}
-		time.Sleep(5 * time.Millisecond)
+		<-machine.NewTimer(5 * time.Millisecond).C()
 	}
 }
