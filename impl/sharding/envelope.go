@@ -29,6 +29,16 @@ type envelope struct {
 	shard string
 	state atomic.Int32
 	reply chan result // buffered 1; written once
+	// id names the envelope to the region's routing machine; onAbandon
+	// (if set) tells the region when its caller gave up while it was
+	// queued, so that it leaves the region's buffer at once.
+	id        uint64
+	onAbandon func(*envelope)
+}
+
+// rmsg is the envelope as the routing machine sees it.
+func (e *envelope) rmsg() RegionMsg {
+	return RegionMsg{ID: e.id, Shard: e.shard, Entity: e.msg.EntityID}
 }
 
 func newEnvelope(ctx context.Context, msg Message, shard string) *envelope {
@@ -87,6 +97,9 @@ func (e *envelope) wait() (Reply, error) {
 		return r.reply, r.err
 	case <-e.ctx.Done():
 		if e.state.CompareAndSwap(envQueued, envAbandoned) {
+			if e.onAbandon != nil {
+				e.onAbandon(e)
+			}
 			return Reply{}, fmt.Errorf("%w: deadline passed while buffered: %w", ErrNotDelivered, e.ctx.Err())
 		}
 		// Taken: whoever holds it answers soon (it uses e.ctx).

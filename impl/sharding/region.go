@@ -39,34 +39,19 @@ type Region struct {
 	cancel context.CancelFunc
 	ran    atomic.Bool
 
+	// mu guards the routing state machine and the shards' runners; the
+	// machine decides, the region carries out its effects.
 	mu         sync.Mutex
-	stopped    bool
+	state      *RegionState
 	registered bool
-	homes      map[string]string // shard -> region uid (other regions only)
-	local      map[string]*shard
-	buffers    map[string]*shardBuffer
-	buffered   int
-	// handingOff marks shards whose hand-off began here and whose new home
-	// this region has not learnt yet (kept only for Bugs.DropBufferedOnHandOff).
-	handingOff map[string]bool
-	changed    chan struct{} // closed when local shards change
+	// local are the entity runners of the shards hosted here.
+	local map[string]*shard
+	// envs are the envelopes the machine may still name, by id.
+	envs    map[uint64]*envelope
+	lastMsg uint64
+	changed chan struct{} // closed when local shards change
 
-	dropped atomic.Uint64
-	askers  sync.WaitGroup
-}
-
-// shardBuffer holds messages for a shard whose home is unknown (or being
-// handed off). Its existence means one goroutine (resolve) is asking the
-// coordinator for the home and will flush it, in order.
-type shardBuffer struct {
-	queue []*envelope
-	// notHere names the home that answered it does not host the shard; the
-	// next ask tells the coordinator, which then makes that region host it
-	// again (or answers anew).
-	notHere string
-	// handOff: messages were buffered while the shard was handed off (kept
-	// only for Bugs.DropBufferedOnHandOff).
-	handOff bool
+	askers sync.WaitGroup
 }
 
 // NewRegion returns the region of s.TypeName on this member. It is
@@ -105,16 +90,16 @@ func NewRegion(s Settings, d Deps, coordinator *singleton.Proxy) (*Region, error
 	}
 	r := &Region{
 		s: s, d: d, coord: coordinator,
-		log:        d.Logger.With("region", s.TypeName),
-		self:       self.UID(),
-		extract:    d.ExtractShardID,
-		proxyOnly:  d.Factory == nil || !self.HasRole(s.Role),
-		homes:      map[string]string{},
-		local:      map[string]*shard{},
-		buffers:    map[string]*shardBuffer{},
-		handingOff: map[string]bool{},
-		changed:    make(chan struct{}),
+		log:       d.Logger.With("region", s.TypeName),
+		self:      self.UID(),
+		extract:   d.ExtractShardID,
+		proxyOnly: d.Factory == nil || !self.HasRole(s.Role),
+		local:     map[string]*shard{},
+		envs:      map[uint64]*envelope{},
+		changed:   make(chan struct{}),
 	}
+	r.state = NewRegionState(r.self, RegionConfig{TypeName: s.TypeName, BufferSize: s.BufferSize,
+		RetryInterval: s.RetryInterval, ProxyOnly: r.proxyOnly, Bugs: s.Bugs}, r.log)
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	return r, nil
 }
@@ -216,34 +201,10 @@ func (r *Region) callCoordinator(ctx context.Context, op string, payload any) (j
 // entities stop at once.
 func (r *Region) stop() {
 	r.mu.Lock()
-	r.stopped = true
-	var pending []*envelope
-	for _, b := range r.buffers {
-		pending = append(pending, b.queue...)
-	}
-	r.buffers = map[string]*shardBuffer{}
-	r.buffered = 0
-	locals := make([]*shard, 0, len(r.local))
-	for _, sh := range r.local {
-		locals = append(locals, sh)
-	}
-	r.local = map[string]*shard{}
-	r.notifyLocked()
+	later := r.stepLocked(RgStop{})
 	r.mu.Unlock()
 	r.cancel()
-	for _, env := range pending {
-		env.fail(fmt.Errorf("%w: region stopped while the message was buffered", ErrRegionStopped))
-	}
-	var wg sync.WaitGroup
-	for _, sh := range locals {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			sh.stopNow()
-			sh.event(protocol.EventShardStopped, "region stopped")
-		}()
-	}
-	wg.Wait()
+	r.carryOut(later)
 	r.askers.Wait()
 }
 
@@ -289,35 +250,195 @@ func (r *Region) submit(ctx context.Context, msg Message, waitsNow bool) func() 
 	if shardID == "" {
 		return failed(fmt.Errorf("%w: entity %q maps to an empty shard id", ErrBadMessage, msg.EntityID))
 	}
-	env := newEnvelope(ctx, msg, shardID)
 	r.mu.Lock()
-	if r.stopped {
-		r.mu.Unlock()
-		return failed(fmt.Errorf("%w: %s", ErrRegionStopped, r.s.TypeName))
-	}
-	if _, buffering := r.buffers[shardID]; !buffering {
-		if sh := r.local[shardID]; sh != nil {
-			if e, err := sh.enqueue(env, waitsNow); err == nil {
-				r.mu.Unlock()
-				return env.waitServing(e)
+	env := r.newEnvelopeLocked(ctx, msg, shardID)
+	var serve *entity
+	var forward *Forward
+	later := r.stepWith(RgSubmit{Msg: env.rmsg()}, func(e RegionEffect) bool {
+		switch e := e.(type) {
+		case Enqueue:
+			if e.Msg.ID == env.id {
+				serve = r.enqueueLocked(env, e.Shard, waitsNow)
+				return true
 			}
-			// Closed for a hand-off: buffer below.
-		} else if home, ok := r.homes[shardID]; ok {
-			r.mu.Unlock()
-			return r.forwardDirect(env, home)
+		case Forward:
+			if e.Msg.ID == env.id && !e.Flush {
+				delete(r.envs, env.id)
+				forward = &e
+				return true
+			}
 		}
-	}
-	if err := r.bufferLocked(env, false, true); err != nil {
-		r.mu.Unlock()
-		return failed(err)
-	}
+		return false
+	})
 	r.mu.Unlock()
-	return env.wait
+	r.carryOut(later)
+	if forward != nil {
+		// A direct send to the known home, on the caller's goroutine: it
+		// returns once the message was delivered or buffered.
+		return r.forwardDirect(env, forward.Home)
+	}
+	return env.waitServing(serve)
 }
 
 // failed is a Submit result that is already known.
 func failed(err error) func() (Reply, error) {
 	return func() (Reply, error) { return Reply{}, err }
+}
+
+// newEnvelopeLocked makes the envelope of a message, known to the routing
+// machine by its id until it leaves the machine's hands.
+func (r *Region) newEnvelopeLocked(ctx context.Context, msg Message, shardID string) *envelope {
+	r.lastMsg++
+	env := newEnvelope(ctx, msg, shardID)
+	env.id = r.lastMsg
+	env.onAbandon = r.abandon
+	r.envs[env.id] = env
+	return env
+}
+
+// abandon tells the machine that a buffered message's caller gave up.
+func (r *Region) abandon(env *envelope) {
+	r.mu.Lock()
+	delete(r.envs, env.id)
+	later := r.stepLocked(RgAbandoned{ID: env.id})
+	r.mu.Unlock()
+	r.carryOut(later)
+}
+
+// stepLocked steps the machine and carries out, under r.mu, the effects
+// that need no waiting; it returns those that do (forwards, asks, timers,
+// stopping shards), for carryOut once r.mu is released.
+func (r *Region) stepLocked(in RegionInput) []RegionEffect {
+	return r.stepWith(in, nil)
+}
+
+// stepWith is stepLocked where mine, if not nil, may claim an effect (it
+// returns true) for the caller to carry out itself.
+func (r *Region) stepWith(in RegionInput, mine func(RegionEffect) bool) []RegionEffect {
+	var later []RegionEffect
+	for _, eff := range r.state.Step(in) {
+		if mine != nil && mine(eff) {
+			continue
+		}
+		switch e := eff.(type) {
+		case Enqueue:
+			if env := r.envs[e.Msg.ID]; env != nil {
+				r.enqueueLocked(env, e.Shard, false)
+			}
+		case FailMsg:
+			if env := r.envs[e.Msg.ID]; env != nil {
+				delete(r.envs, e.Msg.ID)
+				env.fail(e.Err)
+			}
+		case ForgetMsg:
+			delete(r.envs, e.Msg.ID)
+		case StartShard:
+			sh := newShard(r, e.Shard)
+			r.local[e.Shard] = sh
+		case CloseShard:
+			if sh := r.local[e.Shard]; sh != nil {
+				sh.close()
+			}
+		case ReopenShard:
+			if sh := r.local[e.Shard]; sh != nil {
+				sh.reopen()
+			}
+		case EmitRegionEvent:
+			r.d.Events.Append(e.Event)
+		case LocalChanged:
+			r.notifyLocked()
+		case StopShard:
+			if e.Now {
+				// The region stopped: the runner leaves the region's hands
+				// at once, and is stopped outside the lock.
+				if sh := r.local[e.Shard]; sh != nil {
+					delete(r.local, e.Shard)
+					later = append(later, stopRunner{sh: sh})
+				}
+				continue
+			}
+			later = append(later, eff)
+		case Forward:
+			// The message is out of the machine's hands until the outcome.
+			if env := r.envs[e.Msg.ID]; env != nil {
+				delete(r.envs, e.Msg.ID)
+				later = append(later, forwardEnv{Forward: e, env: env})
+			}
+		default:
+			later = append(later, eff)
+		}
+	}
+	return later
+}
+
+// forwardEnv is a Forward with its envelope.
+type forwardEnv struct {
+	Forward
+	env *envelope
+}
+
+// stopRunner stops a shard's runner at once (the region stopped).
+type stopRunner struct{ sh *shard }
+
+func (stopRunner) regionEffect() {}
+
+// enqueueLocked gives a message to its entity in a shard hosted here; it
+// returns the entity whose turn the caller takes when it waits at once.
+func (r *Region) enqueueLocked(env *envelope, shardID string, waitsNow bool) *entity {
+	delete(r.envs, env.id)
+	sh := r.local[shardID]
+	if sh == nil {
+		env.fail(fmt.Errorf("%w: shard %s", ErrShardNotHere, shardID))
+		return nil
+	}
+	if env.abandoned() {
+		return nil
+	}
+	e, err := sh.enqueue(env, waitsNow)
+	if err != nil {
+		env.fail(err)
+		return nil
+	}
+	return e
+}
+
+// carryOut does the effects that wait (without r.mu): each in a goroutine
+// the region owns, except stopping runners, which it waits for.
+func (r *Region) carryOut(effs []RegionEffect) {
+	var stopping sync.WaitGroup
+	for _, eff := range effs {
+		switch e := eff.(type) {
+		case stopRunner:
+			stopping.Go(func() {
+				e.sh.stopNow()
+				e.sh.event(protocol.EventShardStopped, "region stopped")
+			})
+		case forwardEnv:
+			r.askers.Go(func() { r.forwardFlush(e.Forward, e.env) })
+		case AskHome:
+			r.askers.Go(func() { r.askHome(e) })
+		case ArmRetry:
+			r.askers.Go(func() {
+				if r.d.Clock.Sleep(r.ctx, e.After) != nil {
+					return
+				}
+				r.step(RgRetry{Shard: e.Shard})
+			})
+		case StopShard:
+			r.askers.Go(func() { r.handOff(e.Shard) })
+		default:
+			panic(fmt.Sprintf("sharding: region effect %T not carried out", eff))
+		}
+	}
+	stopping.Wait()
+}
+
+// step steps the machine and carries out all its effects.
+func (r *Region) step(in RegionInput) {
+	r.mu.Lock()
+	later := r.stepLocked(in)
+	r.mu.Unlock()
+	r.carryOut(later)
 }
 
 // forwardDirect sends a fresh envelope to the known remote home; if the
@@ -330,76 +451,36 @@ func (r *Region) forwardDirect(env *envelope, home string) func() (Reply, error)
 	if !rebuf {
 		return func() (Reply, error) { return rep, err }
 	}
-	r.mu.Lock()
-	r.forgetHomeLocked(env.shard, home)
-	if r.stopped {
-		r.mu.Unlock()
-		return failed(fmt.Errorf("%w: %s", ErrRegionStopped, r.s.TypeName))
-	}
-	if env.requeue() {
-		r.bufferLocked(env, false, false)
-		r.buffers[env.shard].notHere = home
-	}
-	r.mu.Unlock()
+	r.requeued(env, home, false)
 	return env.wait
 }
 
-func (r *Region) forgetHomeLocked(shardID, home string) {
-	if r.homes[shardID] == home {
-		delete(r.homes, shardID)
+// forwardFlush sends the next message of a shard's buffer to its home.
+func (r *Region) forwardFlush(f Forward, env *envelope) {
+	if !env.take() {
+		// Its caller gave up: go on with the next one.
+		r.step(RgForwarded{Msg: f.Msg, Home: f.Home, Flush: true, Delivered: true})
+		return
 	}
+	rep, err, rebuf := r.send(env, f.Home)
+	if !rebuf {
+		env.finish(rep, err)
+		r.step(RgForwarded{Msg: f.Msg, Home: f.Home, Flush: true, Delivered: true})
+		return
+	}
+	r.requeued(env, f.Home, true)
 }
 
-// bufferLocked puts a queued envelope into its shard's buffer (at the front
-// for messages that had been taken out in order, else at the back) and
-// makes sure someone asks for the home. bounded applies BufferSize: when
-// the buffer is full the incoming message is dropped (as Akka drops what
-// overflows), counted and logged.
-func (r *Region) bufferLocked(env *envelope, front, bounded bool) error {
-	if bounded && r.buffered >= r.s.BufferSize {
-		r.pruneLocked()
-		if r.buffered >= r.s.BufferSize {
-			total := r.dropped.Add(1)
-			r.log.Warn("region buffer full; dropped the incoming message", "shard", env.shard, "entity", env.msg.EntityID, "dropped_total", total)
-			r.d.Events.Append(protocol.Event{Type: protocol.EventBufferDropped, Member: r.self, EntityType: r.s.TypeName,
-				Shard: env.shard, Entity: env.msg.EntityID,
-				Detail: fmt.Sprintf("buffer of %d full; dropped the incoming message (%d in total)", r.s.BufferSize, total)})
-			return fmt.Errorf("%w (buffer size %d)", ErrBufferFull, r.s.BufferSize)
-		}
+// requeued gives the machine back a taken message that reached no entity.
+func (r *Region) requeued(env *envelope, home string, flush bool) {
+	r.mu.Lock()
+	ok := env.requeue()
+	if ok {
+		r.envs[env.id] = env
 	}
-	b := r.buffers[env.shard]
-	if b == nil {
-		b = &shardBuffer{}
-		r.buffers[env.shard] = b
-		r.askers.Add(1)
-		go r.resolve(env.shard, b)
-	}
-	if r.handingOff[env.shard] {
-		b.handOff = true
-	}
-	if front {
-		b.queue = slices.Insert(b.queue, 0, env)
-	} else {
-		b.queue = append(b.queue, env)
-	}
-	r.buffered++
-	return nil
-}
-
-// pruneLocked drops envelopes whose callers gave up.
-func (r *Region) pruneLocked() {
-	for _, b := range r.buffers {
-		kept := b.queue[:0]
-		for _, env := range b.queue {
-			if env.abandoned() {
-				r.buffered--
-				continue
-			}
-			kept = append(kept, env)
-		}
-		clear(b.queue[len(kept):])
-		b.queue = kept
-	}
+	later := r.stepLocked(RgForwarded{Msg: env.rmsg(), Home: home, Flush: flush, Requeued: ok})
+	r.mu.Unlock()
+	r.carryOut(later)
 }
 
 // rebuffer returns envelopes that a shard accepted but never gave to an
@@ -407,174 +488,38 @@ func (r *Region) pruneLocked() {
 // the shard's buffer, in order.
 func (r *Region) rebuffer(shardID string, envs []*envelope) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	for i := len(envs) - 1; i >= 0; i-- {
-		env := envs[i]
-		if r.stopped {
-			env.fail(fmt.Errorf("%w: region stopped", ErrRegionStopped))
-			continue
-		}
+	var msgs []RegionMsg
+	for _, env := range envs {
 		if env.abandoned() {
 			continue
 		}
-		_ = r.bufferLocked(env, true, false)
+		r.envs[env.id] = env
+		msgs = append(msgs, env.rmsg())
 	}
+	later := r.stepLocked(RgRebuffer{Shard: shardID, Msgs: msgs})
+	r.mu.Unlock()
+	r.carryOut(later)
 }
 
-// resolve asks the coordinator for the home of shardID while messages wait
-// in b, and flushes them there in order. It is the only goroutine that
-// removes b, and only when b is empty.
-func (r *Region) resolve(shardID string, b *shardBuffer) {
-	defer r.askers.Done()
-	for {
-		r.mu.Lock()
-		if r.stopped || r.buffers[shardID] != b {
-			r.mu.Unlock()
-			return
+// askHome asks the coordinator for a shard's home.
+func (r *Region) askHome(a AskHome) {
+	home, err := func() (string, error) {
+		ctx, cancel := clock.WithTimeout(r.ctx, r.d.Clock, r.s.askTimeout())
+		defer cancel()
+		res, err := r.callCoordinator(ctx, OpGetShardHome, GetShardHomeRequest{Shard: a.Shard, Region: r.self, NotHere: a.NotHere})
+		if err != nil {
+			return "", err
 		}
-		r.pruneShardLocked(b)
-		if len(b.queue) == 0 {
-			delete(r.buffers, shardID)
-			r.mu.Unlock()
-			return
+		var rep ShardHomeReply
+		if err := json.Unmarshal(res, &rep); err != nil || rep.Region == "" {
+			return "", fmt.Errorf("sharding: bad get-shard-home answer %s: %v", res, err)
 		}
-		notHere := b.notHere
-		r.mu.Unlock()
-		home, err := r.askHome(shardID, notHere)
-		if err == nil {
-			r.mu.Lock()
-			b.notHere = ""
-			if home != r.self {
-				r.homes[shardID] = home
-			}
-			delete(r.handingOff, shardID)
-			if b.handOff && r.buffers[shardID] == b {
-				// Deliberate bug (DropBufferedOnHandOff): what waited for
-				// the shard's new home is thrown away, uncounted; the
-				// callers wait for their deadline.
-				b.handOff = false
-				r.buffered -= len(b.queue)
-				clear(b.queue)
-				b.queue = b.queue[:0]
-			}
-			r.mu.Unlock()
-			if r.flush(shardID, b, home) {
-				continue
-			}
-		} else {
-			r.log.Debug("no home for shard yet", "shard", shardID, "err", err)
-		}
-		if r.d.Clock.Sleep(r.ctx, r.s.RetryInterval) != nil {
-			return
-		}
+		return rep.Region, nil
+	}()
+	if r.ctx.Err() != nil {
+		return
 	}
-}
-
-func (r *Region) pruneShardLocked(b *shardBuffer) {
-	kept := b.queue[:0]
-	for _, env := range b.queue {
-		if env.abandoned() {
-			r.buffered--
-			continue
-		}
-		kept = append(kept, env)
-	}
-	clear(b.queue[len(kept):])
-	b.queue = kept
-}
-
-func (r *Region) askHome(shardID, notHere string) (string, error) {
-	ctx, cancel := clock.WithTimeout(r.ctx, r.d.Clock, r.s.askTimeout())
-	defer cancel()
-	res, err := r.callCoordinator(ctx, OpGetShardHome, GetShardHomeRequest{Shard: shardID, Region: r.self, NotHere: notHere})
-	if err != nil {
-		return "", err
-	}
-	var rep ShardHomeReply
-	if err := json.Unmarshal(res, &rep); err != nil || rep.Region == "" {
-		return "", fmt.Errorf("sharding: bad get-shard-home answer %s: %v", res, err)
-	}
-	return rep.Region, nil
-}
-
-// flush delivers b's messages to home one after the other, so that the
-// messages of one sender keep their order. It returns true when b is empty
-// (and removed), false when the home turned out wrong: the messages not yet
-// delivered are back in b and the home must be asked again.
-func (r *Region) flush(shardID string, b *shardBuffer, home string) bool {
-	for {
-		r.mu.Lock()
-		if r.stopped || r.buffers[shardID] != b {
-			r.mu.Unlock()
-			return true
-		}
-		if len(b.queue) == 0 {
-			delete(r.buffers, shardID)
-			r.mu.Unlock()
-			return true
-		}
-		var env *envelope
-		if r.s.Bugs.ReorderBuffered {
-			// Deliberate bug: the buffer is popped like a stack, newest
-			// first.
-			last := len(b.queue) - 1
-			env = b.queue[last]
-			b.queue[last] = nil
-			b.queue = b.queue[:last]
-		} else {
-			env = b.queue[0]
-			b.queue[0] = nil
-			b.queue = b.queue[1:]
-		}
-		r.buffered--
-		if !env.take() {
-			r.mu.Unlock()
-			continue
-		}
-		if home == r.self {
-			sh := r.local[shardID]
-			if !env.requeue() {
-				r.mu.Unlock()
-				continue
-			}
-			if sh == nil || errOf(sh.enqueue(env, false)) != nil {
-				// Not (or no longer) hosted here: ask again.
-				b.queue = slices.Insert(b.queue, 0, env)
-				r.buffered++
-				b.notHere = r.self
-				r.mu.Unlock()
-				return false
-			}
-			r.mu.Unlock()
-			continue
-		}
-		if r.homes[shardID] != home {
-			// A hand-off began meanwhile.
-			if env.requeue() {
-				b.queue = slices.Insert(b.queue, 0, env)
-				r.buffered++
-			}
-			r.mu.Unlock()
-			return false
-		}
-		r.mu.Unlock()
-		rep, err, rebuf := r.send(env, home)
-		if !rebuf {
-			env.finish(rep, err)
-			continue
-		}
-		r.mu.Lock()
-		r.forgetHomeLocked(shardID, home)
-		if !r.stopped && r.buffers[shardID] == b && env.requeue() {
-			b.queue = slices.Insert(b.queue, 0, env)
-			r.buffered++
-			b.notHere = home
-		} else if !env.abandoned() {
-			env.fail(fmt.Errorf("%w: region stopped", ErrRegionStopped))
-		}
-		r.mu.Unlock()
-		return false
-	}
+	r.step(RgHome{Shard: a.Shard, Home: home, Err: err})
 }
 
 // send forwards a taken envelope to the region home. rebuffer reports
@@ -627,26 +572,18 @@ func classifyForward(err error, entityID, home string) (Reply, error, bool) {
 
 // hostShard makes this region host shardID (the coordinator's host-shard).
 func (r *Region) hostShard(shardID string) error {
-	if r.proxyOnly {
-		return errProxyOnly
-	}
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.stopped {
-		return ErrRegionStopped
-	}
-	if sh := r.local[shardID]; sh != nil {
-		if !sh.reopen() {
-			return errHandingOff
+	var err error
+	later := r.stepWith(RgHostShard{Shard: shardID}, func(e RegionEffect) bool {
+		if h, ok := e.(HostResult); ok {
+			err = h.Err
+			return true
 		}
-		return nil
-	}
-	sh := newShard(r, shardID)
-	r.local[shardID] = sh
-	delete(r.homes, shardID)
-	r.notifyLocked()
-	sh.event(protocol.EventShardStarted, "")
-	return nil
+		return false
+	})
+	r.mu.Unlock()
+	r.carryOut(later)
+	return err
 }
 
 var (
@@ -656,39 +593,39 @@ var (
 
 // beginHandOff: the coordinator is about to move shardID; forget its home
 // and buffer its messages until the new home is known.
-func (r *Region) beginHandOff(shardID string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	delete(r.homes, shardID)
-	if r.s.Bugs.DropBufferedOnHandOff {
-		r.handingOff[shardID] = true
-		if b := r.buffers[shardID]; b != nil {
-			b.handOff = true
-		}
-	}
-	if sh := r.local[shardID]; sh != nil {
-		sh.close()
-	}
-}
+func (r *Region) beginHandOff(shardID string) { r.step(RgBeginHandOff{Shard: shardID}) }
 
 // handOff stops every entity of shardID here (after their queued messages,
 // forced after HandOffTimeout) and removes the shard. Only then does the
 // coordinator allocate the shard anew.
 func (r *Region) handOff(shardID string) {
 	r.mu.Lock()
-	delete(r.homes, shardID)
+	effs := r.stepLocked(RgHandOff{Shard: shardID})
 	sh := r.local[shardID]
 	r.mu.Unlock()
-	if sh == nil {
+	stops := false
+	for _, eff := range effs {
+		if s, ok := eff.(StopShard); ok && s.Shard == shardID {
+			stops = true
+		} else {
+			r.carryOut([]RegionEffect{eff})
+		}
+	}
+	if !stops || sh == nil {
 		return
 	}
 	forced := sh.handOff()
 	r.mu.Lock()
-	if r.local[shardID] == sh {
+	removed := r.local[shardID] == sh
+	if removed {
 		delete(r.local, shardID)
-		r.notifyLocked()
 	}
+	later := r.stepLocked(RgShardRemoved{Shard: shardID})
 	r.mu.Unlock()
+	r.carryOut(later)
+	if !removed {
+		return // stopped meanwhile; the stop tells
+	}
 	detail := "handed off"
 	if forced > 0 {
 		detail = fmt.Sprintf("handed off; %d entities did not stop within %v and were given up", forced, r.s.HandOffTimeout)
@@ -703,23 +640,32 @@ func (r *Region) localDeliver(ctx context.Context, msg Message) (Reply, error) {
 		return Reply{}, err
 	}
 	shardID := r.extract(msg.EntityID)
-	env := newEnvelope(ctx, msg, shardID)
 	r.mu.Lock()
-	if r.stopped {
-		r.mu.Unlock()
-		return Reply{}, ErrRegionStopped
-	}
-	sh := r.local[shardID]
-	if sh == nil {
-		r.mu.Unlock()
-		return Reply{}, fmt.Errorf("%w: shard %s", ErrShardNotHere, shardID)
-	}
-	e, err := sh.enqueue(env, true)
+	env := r.newEnvelopeLocked(ctx, msg, shardID)
+	var serve *entity
+	var refused error
+	later := r.stepWith(RgPeerDeliver{Msg: env.rmsg()}, func(e RegionEffect) bool {
+		switch e := e.(type) {
+		case Enqueue:
+			if e.Msg.ID == env.id {
+				serve = r.enqueueLocked(env, e.Shard, true)
+				return true
+			}
+		case FailMsg:
+			if e.Msg.ID == env.id {
+				delete(r.envs, env.id)
+				refused = e.Err
+				return true
+			}
+		}
+		return false
+	})
 	r.mu.Unlock()
-	if err != nil {
-		return Reply{}, err
+	r.carryOut(later)
+	if refused != nil {
+		return Reply{}, refused
 	}
-	return env.waitServing(e)()
+	return env.waitServing(serve)()
 }
 
 // errOf is the error of a two-valued result.
@@ -741,7 +687,7 @@ func (r *Region) awaitFresh(ctx context.Context) error {
 		case <-t.C():
 		}
 		r.mu.Lock()
-		stopped := r.stopped
+		stopped := r.state.Stopped()
 		r.mu.Unlock()
 		if stopped {
 			return fmt.Errorf("%w: %s", ErrRegionStopped, r.s.TypeName)
@@ -855,7 +801,7 @@ type RegionStatus struct {
 func (r *Region) Status() RegionStatus {
 	r.mu.Lock()
 	st := RegionStatus{Type: r.s.TypeName, Self: r.self, ProxyOnly: r.proxyOnly, Registered: r.registered,
-		KnownHomes: len(r.homes), Buffered: r.buffered, Shards: []protocol.ShardStatus{}}
+		KnownHomes: r.state.KnownHomes(), Buffered: r.state.Buffered(), Dropped: r.state.Dropped(), Shards: []protocol.ShardStatus{}}
 	locals := make([]*shard, 0, len(r.local))
 	for _, sh := range r.local {
 		locals = append(locals, sh)
@@ -867,7 +813,6 @@ func (r *Region) Status() RegionStatus {
 		st.Shards = append(st.Shards, ss)
 	}
 	slices.SortFunc(st.Shards, func(a, b protocol.ShardStatus) int { return strings.Compare(a.ID, b.ID) })
-	st.Dropped = r.dropped.Load()
 	st.Coordinator = r.coordinatorAt()
 	return st
 }
