@@ -374,9 +374,9 @@ func passivationScenario(t *testing.T, bugs Bugs) passivationOutcome {
 	sh := r.local[r.extract("p")]
 	r.mu.Unlock()
 	held := func() int {
-		sh.mu.Lock()
-		defer sh.mu.Unlock()
-		return len(sh.held["p"])
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return sh.st.Held("p")
 	}
 	var out passivationOutcome
 	errs := make(chan error, 3)

@@ -21,20 +21,12 @@ func parkedEntity(t *testing.T, id string) *scluster {
 	r := c.node("n1").region
 	eventually(t, 5*time.Second, func() bool {
 		r.mu.Lock()
+		defer r.mu.Unlock()
 		sh := r.local[r.extract(id)]
-		r.mu.Unlock()
 		if sh == nil {
 			return false
 		}
-		sh.mu.Lock()
-		e := sh.entities[id]
-		sh.mu.Unlock()
-		if e == nil {
-			return false
-		}
-		e.mu.Lock()
-		defer e.mu.Unlock()
-		return !e.running
+		return sh.st.Parked(id)
 	}, "entity %s never parked", id)
 	return c
 }

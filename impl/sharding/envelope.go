@@ -29,11 +29,11 @@ type envelope struct {
 	shard string
 	state atomic.Int32
 	reply chan result // buffered 1; written once
-	// id names the envelope to the region's routing machine; onAbandon
-	// (if set) tells the region when its caller gave up while it was
-	// queued, so that it leaves the region's buffer at once.
-	id        uint64
-	onAbandon func(*envelope)
+	// id names the envelope to the region's routing machine; owner (if
+	// set) is told when its caller gave up while it was queued, so that it
+	// leaves the region's buffer at once.
+	id    uint64
+	owner interface{ abandon(*envelope) }
 }
 
 // rmsg is the envelope as the routing machine sees it.
@@ -76,15 +76,15 @@ func (e *envelope) fail(err error) bool {
 // abandoned reports whether the envelope no longer needs delivering.
 func (e *envelope) abandoned() bool { return e.state.Load() == envAbandoned }
 
-// waitServing is wait for the caller that enqueued e itself: if enqueue
-// gave it the entity's turn to run (e not nil), it serves the entity's
-// mailbox up to e before waiting (entity.serveFor).
-func (e *envelope) waitServing(serve *entity) func() (Reply, error) {
-	if serve == nil {
+// waitServing is wait for the caller that enqueued e itself: if its
+// entity was parked, the caller carries out its own message (serve, not
+// nil) before it waits.
+func (e *envelope) waitServing(serve entityWork, ok bool) func() (Reply, error) {
+	if !ok {
 		return e.wait
 	}
 	return func() (Reply, error) {
-		serve.serveFor(e)
+		serve.serveInline()
 		return e.wait()
 	}
 }
@@ -97,8 +97,8 @@ func (e *envelope) wait() (Reply, error) {
 		return r.reply, r.err
 	case <-e.ctx.Done():
 		if e.state.CompareAndSwap(envQueued, envAbandoned) {
-			if e.onAbandon != nil {
-				e.onAbandon(e)
+			if e.owner != nil {
+				e.owner.abandon(e)
 			}
 			return Reply{}, fmt.Errorf("%w: deadline passed while buffered: %w", ErrNotDelivered, e.ctx.Err())
 		}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -252,13 +253,15 @@ func (r *Region) submit(ctx context.Context, msg Message, waitsNow bool) func() 
 	}
 	r.mu.Lock()
 	env := r.newEnvelopeLocked(ctx, msg, shardID)
-	var serve *entity
+	var serve entityWork
+	var serving bool
 	var forward *Forward
+	var work []RegionEffect
 	later := r.stepWith(RgSubmit{Msg: env.rmsg()}, func(e RegionEffect) bool {
 		switch e := e.(type) {
 		case Enqueue:
 			if e.Msg.ID == env.id {
-				serve = r.enqueueLocked(env, e.Shard, waitsNow)
+				serve, serving, work = r.enqueueLocked(env, e.Shard, waitsNow)
 				return true
 			}
 		case Forward:
@@ -271,13 +274,13 @@ func (r *Region) submit(ctx context.Context, msg Message, waitsNow bool) func() 
 		return false
 	})
 	r.mu.Unlock()
-	r.carryOut(later)
+	r.carryOut(append(later, work...))
 	if forward != nil {
 		// A direct send to the known home, on the caller's goroutine: it
 		// returns once the message was delivered or buffered.
 		return r.forwardDirect(env, forward.Home)
 	}
-	return env.waitServing(serve)
+	return env.waitServing(serve, serving)
 }
 
 // failed is a Submit result that is already known.
@@ -291,7 +294,7 @@ func (r *Region) newEnvelopeLocked(ctx context.Context, msg Message, shardID str
 	r.lastMsg++
 	env := newEnvelope(ctx, msg, shardID)
 	env.id = r.lastMsg
-	env.onAbandon = r.abandon
+	env.owner = r
 	r.envs[env.id] = env
 	return env
 }
@@ -323,7 +326,8 @@ func (r *Region) stepWith(in RegionInput, mine func(RegionEffect) bool) []Region
 		switch e := eff.(type) {
 		case Enqueue:
 			if env := r.envs[e.Msg.ID]; env != nil {
-				r.enqueueLocked(env, e.Shard, false)
+				_, _, work := r.enqueueLocked(env, e.Shard, false)
+				later = append(later, work...)
 			}
 		case FailMsg:
 			if env := r.envs[e.Msg.ID]; env != nil {
@@ -337,11 +341,11 @@ func (r *Region) stepWith(in RegionInput, mine func(RegionEffect) bool) []Region
 			r.local[e.Shard] = sh
 		case CloseShard:
 			if sh := r.local[e.Shard]; sh != nil {
-				sh.close()
+				later = append(later, sh.stepLocked(ShClose{})...)
 			}
 		case ReopenShard:
 			if sh := r.local[e.Shard]; sh != nil {
-				sh.reopen()
+				later = append(later, sh.stepLocked(ShReopen{})...)
 			}
 		case EmitRegionEvent:
 			r.d.Events.Append(e.Event)
@@ -382,24 +386,27 @@ type stopRunner struct{ sh *shard }
 
 func (stopRunner) regionEffect() {}
 
-// enqueueLocked gives a message to its entity in a shard hosted here; it
-// returns the entity whose turn the caller takes when it waits at once.
-func (r *Region) enqueueLocked(env *envelope, shardID string, waitsNow bool) *entity {
-	delete(r.envs, env.id)
+// enqueueLocked gives a message to its entity in a shard hosted here. When
+// the caller waits at once and its entity was parked, it returns the
+// caller's own message to carry out on the caller's goroutine (serve);
+// work is what else is to be carried out.
+func (r *Region) enqueueLocked(env *envelope, shardID string, waitsNow bool) (serve entityWork, serving bool, work []RegionEffect) {
 	sh := r.local[shardID]
 	if sh == nil {
+		delete(r.envs, env.id)
 		env.fail(fmt.Errorf("%w: shard %s", ErrShardNotHere, shardID))
-		return nil
+		return entityWork{}, false, nil
 	}
-	if env.abandoned() {
-		return nil
+	work = sh.stepLocked(ShEnqueue{Msg: env.rmsg()})
+	if waitsNow {
+		for i, eff := range work {
+			if w, ok := eff.(entityWork); ok && w.env == env {
+				work = append(work[:i], work[i+1:]...)
+				return w, true, work
+			}
+		}
 	}
-	e, err := sh.enqueue(env, waitsNow)
-	if err != nil {
-		env.fail(err)
-		return nil
-	}
-	return e
+	return entityWork{}, false, work
 }
 
 // carryOut does the effects that wait (without r.mu): each in a goroutine
@@ -426,6 +433,11 @@ func (r *Region) carryOut(effs []RegionEffect) {
 			})
 		case StopShard:
 			r.askers.Go(func() { r.handOff(e.Shard) })
+		case entityWork:
+			// Owned by the shard: its end waits for it or gives it up.
+			go e.work()
+		case shardTimer:
+			go e.waitEnd()
 		default:
 			panic(fmt.Sprintf("sharding: region effect %T not carried out", eff))
 		}
@@ -642,13 +654,15 @@ func (r *Region) localDeliver(ctx context.Context, msg Message) (Reply, error) {
 	shardID := r.extract(msg.EntityID)
 	r.mu.Lock()
 	env := r.newEnvelopeLocked(ctx, msg, shardID)
-	var serve *entity
+	var serve entityWork
+	var serving bool
+	var work []RegionEffect
 	var refused error
 	later := r.stepWith(RgPeerDeliver{Msg: env.rmsg()}, func(e RegionEffect) bool {
 		switch e := e.(type) {
 		case Enqueue:
 			if e.Msg.ID == env.id {
-				serve = r.enqueueLocked(env, e.Shard, true)
+				serve, serving, work = r.enqueueLocked(env, e.Shard, true)
 				return true
 			}
 		case FailMsg:
@@ -661,11 +675,11 @@ func (r *Region) localDeliver(ctx context.Context, msg Message) (Reply, error) {
 		return false
 	})
 	r.mu.Unlock()
-	r.carryOut(later)
+	r.carryOut(append(later, work...))
 	if refused != nil {
 		return Reply{}, refused
 	}
-	return env.waitServing(serve)()
+	return env.waitServing(serve, serving)()
 }
 
 // errOf is the error of a two-valued result.
@@ -708,32 +722,13 @@ func (r *Region) idleLoop(ctx context.Context) {
 			return
 		case <-t.C():
 		}
-		now := r.d.Clock.Elapsed()
 		r.mu.Lock()
-		locals := make([]*shard, 0, len(r.local))
-		for _, sh := range r.local {
-			locals = append(locals, sh)
+		var later []RegionEffect
+		for _, id := range slices.Sorted(maps.Keys(r.local)) {
+			later = append(later, r.local[id].stepLocked(ShIdleTick{})...)
 		}
 		r.mu.Unlock()
-		for _, sh := range locals {
-			sh.mu.Lock()
-			var idle []*entity
-			for _, e := range sh.entities {
-				if e.passivating || e.idleFor(now) < r.s.PassivateIdleAfter {
-					continue
-				}
-				e.mu.Lock()
-				empty := len(e.queue) == 0
-				e.mu.Unlock()
-				if empty {
-					idle = append(idle, e)
-				}
-			}
-			sh.mu.Unlock()
-			for _, e := range idle {
-				sh.passivate(e)
-			}
-		}
+		r.carryOut(later)
 	}
 }
 
@@ -802,16 +797,10 @@ func (r *Region) Status() RegionStatus {
 	r.mu.Lock()
 	st := RegionStatus{Type: r.s.TypeName, Self: r.self, ProxyOnly: r.proxyOnly, Registered: r.registered,
 		KnownHomes: r.state.KnownHomes(), Buffered: r.state.Buffered(), Dropped: r.state.Dropped(), Shards: []protocol.ShardStatus{}}
-	locals := make([]*shard, 0, len(r.local))
-	for _, sh := range r.local {
-		locals = append(locals, sh)
+	for _, id := range slices.Sorted(maps.Keys(r.local)) {
+		st.Shards = append(st.Shards, r.local[id].st.Status())
 	}
 	r.mu.Unlock()
-	for _, sh := range locals {
-		ss := sh.status()
-		slices.SortFunc(ss.Entities, func(a, b protocol.EntityStatus) int { return strings.Compare(a.ID, b.ID) })
-		st.Shards = append(st.Shards, ss)
-	}
 	slices.SortFunc(st.Shards, func(a, b protocol.ShardStatus) int { return strings.Compare(a.ID, b.ID) })
 	st.Coordinator = r.coordinatorAt()
 	return st

@@ -1,256 +1,292 @@
 package sharding
 
 import (
+	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+
 	"github.com/shardtest/shardtest/protocol"
-	"sync"
 )
 
-// shard is a shard hosted by this region: its entities by id. It exists
-// only because the coordinator told the region to host it (host-shard),
-// and it is removed only after all its entities have stopped (hand-off),
-// which is what lets the coordinator guarantee that an entity never runs
-// in two places: the new home is allocated after the old one answered.
+// shard drives the entity runner (ShardState) of a shard hosted by this
+// region: it starts incarnations, runs Handle and Stop, answers callers
+// and steps the outcomes back. The machine is guarded by the region's
+// mutex; the entities' own code (factory, Handle, Stop) runs outside it.
 //
-// Lock order: Region.mu before shard.mu; shard code never calls back into
-// the region while holding shard.mu.
+// A shard exists only because the coordinator told the region to host it
+// (host-shard), and it is removed only after all its entities have
+// stopped (hand-off), which is what lets the coordinator guarantee that an
+// entity never runs in two places: the new home is allocated after the old
+// one answered.
 type shard struct {
 	r  *Region
 	id string
+	st *ShardState // guarded by r.mu
 
-	mu       sync.Mutex
-	entities map[string]*entity
-	// held are messages for entities that are passivating: they go to the
-	// next incarnation once the current one has stopped.
-	held map[string][]*envelope
-	// closed: a hand-off has begun; new deliveries buffer at the region
-	// level. A host-shard for the shard reopens it (an aborted hand-off).
-	closed bool
-	// stopping: final; the shard is being removed.
-	stopping bool
-	alive    sync.WaitGroup // running entities
+	gone   chan struct{} // closed once the shard's end is complete
+	forced int           // entities given up at the end (set before gone closes)
+}
 
-	handOffOnce sync.Once
-	gone        chan struct{} // closed once every entity stopped (or was given up)
+// entityRun is the driver's part of an incarnation.
+type entityRun struct {
+	// ctx is the incarnation's lifetime: given to the factory and Stop,
+	// cancelled when the shard stops waiting for it (forced hand-off).
+	ctx    context.Context
+	cancel context.CancelFunc
+	inst   Entity // set once started
 }
 
 func newShard(r *Region, id string) *shard {
-	return &shard{r: r, id: id, entities: map[string]*entity{}, held: map[string][]*envelope{}, gone: make(chan struct{})}
+	sh := &shard{r: r, id: id, gone: make(chan struct{})}
+	sh.st = NewShardState(id, ShardConfig{
+		TypeName: r.s.TypeName, Self: r.self,
+		PassivateIdleAfter: r.s.PassivateIdleAfter, HandOffTimeout: r.s.HandOffTimeout,
+		Bugs: r.s.Bugs, NextIncarnation: r.nextIncarnation,
+	}, r.log)
+	return sh
 }
 
 func (sh *shard) event(typ, detail string) {
 	sh.r.d.Events.Append(protocol.Event{Type: typ, Member: sh.r.self, EntityType: sh.r.s.TypeName, Shard: sh.id, Detail: detail})
 }
 
-// enqueue gives a queued envelope to its entity's mailbox, starting the
-// entity on its first message. It fails with ErrShardNotHere if the shard
-// no longer accepts deliveries; the envelope is then untouched.
-//
-// byCaller is set by the goroutine that will wait for env's reply (not by
-// one that passes on another caller's message): if the entity is parked,
-// serve is returned, and that goroutine must call serve.serveFor(env)
-// before it waits (entity.push).
-func (sh *shard) enqueue(env *envelope, byCaller bool) (serve *entity, err error) {
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	if sh.closed || sh.stopping {
-		return nil, fmt.Errorf("%w: shard %s is being handed off", ErrShardNotHere, sh.id)
-	}
-	id := env.msg.EntityID
-	e := sh.entities[id]
-	if e != nil && e.passivating {
-		sh.held[id] = append(sh.held[id], env)
-		return nil, nil
-	}
-	if e == nil {
-		e = sh.startLocked(id)
-	}
-	ok, serveHere := e.push(env, byCaller)
-	if !ok {
-		env.fail(fmt.Errorf("%w: %s failed to start", ErrEntityUnavailable, id))
-	}
-	if serveHere {
-		return e, nil
-	}
-	return nil, nil
+// entityWork is one action of an incarnation to carry out (StartEntity,
+// HandleMsg or StopEntity), with what it needs.
+type entityWork struct {
+	sh  *shard
+	eff ShardEffect
+	run *entityRun
+	env *envelope // HandleMsg's; nil if its caller gave up
 }
 
-func (sh *shard) startLocked(id string) *entity {
-	e := newEntity(sh, id, sh.r.nextIncarnation())
-	sh.entities[id] = e
-	sh.alive.Add(1)
-	go e.run()
-	return e
+func (entityWork) regionEffect() {}
+
+// shardTimer: the shard's end waits at most After.
+type shardTimer struct {
+	sh    *shard
+	after ShardEffect
 }
 
-// passivate is EntityContext.Passivate: the current incarnation stops
-// after what is already in its mailbox; messages arriving meanwhile wait
-// in held for the next incarnation.
-func (sh *shard) passivate(e *entity) {
-	sh.mu.Lock()
-	if sh.entities[e.id] != e || e.passivating {
-		sh.mu.Unlock()
-		return
-	}
-	e.passivating = true
-	sh.mu.Unlock()
-	e.event(protocol.EventEntityPassivated, "")
-	e.requestStop()
-}
+func (shardTimer) regionEffect() {}
 
-// retire stops a failed incarnation at once (after the message it just
-// handled): messages still in its mailbox move, in order, ahead of those
-// held for the next incarnation, which the next message (or entityDone,
-// if some are held) starts.
-func (sh *shard) retire(e *entity) {
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	e.mu.Lock()
-	pending := e.queue
-	e.queue = nil
-	e.stopReq = true
-	e.mu.Unlock()
-	e.passivating = true // the entity is current: it leaves the map only in entityDone
-	sh.held[e.id] = append(pending, sh.held[e.id]...)
-}
-
-// entityDone is called by an entity's goroutine once it has stopped.
-func (sh *shard) entityDone(e *entity) {
-	sh.mu.Lock()
-	if sh.entities[e.id] == e {
-		delete(sh.entities, e.id)
-	}
-	held := sh.held[e.id]
-	delete(sh.held, e.id)
-	if sh.r.s.Bugs.DropPassivationBuffer {
-		// Deliberate bug: what was held for the next incarnation is
-		// forgotten; the callers wait for their deadline.
-		held = nil
-	}
-	var back []*envelope
-	if len(held) > 0 {
-		if sh.closed || sh.stopping {
-			back = held
-		} else {
-			ne := sh.startLocked(e.id)
-			for _, env := range held {
-				if ok, _ := ne.push(env, false); !ok {
-					env.fail(fmt.Errorf("%w: %s failed to start", ErrEntityUnavailable, e.id))
+// stepLocked steps the machine (r.mu held) and carries out the effects
+// that need no waiting; it returns the rest for the region's carryOut.
+func (sh *shard) stepLocked(in ShardInput) []RegionEffect {
+	r := sh.r
+	var later []RegionEffect
+	for _, eff := range sh.st.Step(r.d.Clock.Elapsed(), in) {
+		switch e := eff.(type) {
+		case StartEntity:
+			run := &entityRun{}
+			run.ctx, run.cancel = context.WithCancel(context.WithoutCancel(r.ctx))
+			sh.st.Attach(e.Entity, e.Inc, run)
+			later = append(later, entityWork{sh: sh, eff: eff, run: run})
+		case HandleMsg:
+			run, _ := sh.st.Attached(e.Entity, e.Inc).(*entityRun)
+			env := r.envs[e.Msg.ID]
+			delete(r.envs, e.Msg.ID)
+			later = append(later, entityWork{sh: sh, eff: eff, run: run, env: env})
+		case StopEntity:
+			run, _ := sh.st.Attached(e.Entity, e.Inc).(*entityRun)
+			later = append(later, entityWork{sh: sh, eff: eff, run: run})
+		case CancelEntity:
+			if run, ok := sh.st.Attached(e.Entity, e.Inc).(*entityRun); ok {
+				run.cancel()
+			}
+		case FailShardMsg:
+			if env := r.envs[e.Msg.ID]; env != nil {
+				delete(r.envs, e.Msg.ID)
+				env.fail(e.Err)
+			}
+		case ForgetShardMsg:
+			delete(r.envs, e.Msg.ID)
+		case RebufferMsgs:
+			// Held messages never reached an entity: they follow the
+			// shard to its next home through the region's buffer.
+			var back []RegionMsg
+			for _, m := range e.Msgs {
+				if env := r.envs[m.ID]; env != nil && !env.abandoned() {
+					back = append(back, m)
+				} else {
+					delete(r.envs, m.ID)
 				}
 			}
+			later = append(later, r.stepLocked(RgRebuffer{Shard: sh.id, Msgs: back})...)
+		case EntityEvent:
+			r.d.Events.Append(protocol.Event{Type: e.Type, Member: r.self, EntityType: r.s.TypeName, Shard: sh.id,
+				Entity: e.Entity, EntityIncarnation: e.Inc, Detail: e.Detail})
+		case ArmShardTimer:
+			later = append(later, shardTimer{sh: sh, after: eff})
+		case ShardDone:
+			sh.forced = e.Forced
+			close(sh.gone)
+		default:
+			panic(fmt.Sprintf("sharding: shard effect %T not carried out", eff))
 		}
 	}
-	sh.mu.Unlock()
-	if len(back) > 0 {
-		// Held messages never reached an entity: they follow the shard to
-		// its next home through the region's buffer.
-		sh.r.rebuffer(sh.id, back)
+	return later
+}
+
+// step steps the machine and carries out all its effects.
+func (sh *shard) step(in ShardInput) {
+	r := sh.r
+	r.mu.Lock()
+	later := sh.stepLocked(in)
+	r.mu.Unlock()
+	r.carryOut(later)
+}
+
+// work carries out an incarnation's action on this goroutine, and its
+// next ones after it: one goroutine serves an entity while it has work,
+// and ends when it parks.
+func (w entityWork) work() {
+	for {
+		in := w.do()
+		r := w.sh.r
+		r.mu.Lock()
+		later := w.sh.stepLocked(in)
+		r.mu.Unlock()
+		next, ok := takeNextOf(&later, w)
+		r.carryOut(later)
+		if !ok {
+			return
+		}
+		w = next
 	}
-	sh.alive.Done()
 }
 
-// close stops new deliveries (begin-hand-off).
-func (sh *shard) close() {
-	sh.mu.Lock()
-	sh.closed = true
-	sh.mu.Unlock()
+// serveInline carries out the caller's own message on the caller's
+// goroutine (its entity was parked); what follows it is served by a
+// goroutine of the entity's own, so the caller never works for other
+// callers after its own message.
+func (w entityWork) serveInline() {
+	in := w.do()
+	w.sh.step(in)
 }
 
-// reopen undoes close if the shard is not being removed; false if it is.
-func (sh *shard) reopen() bool {
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	if sh.stopping {
+// takeNextOf removes from later the next action of w's incarnation.
+func takeNextOf(later *[]RegionEffect, w entityWork) (entityWork, bool) {
+	for i, eff := range *later {
+		if n, ok := eff.(entityWork); ok && n.sh == w.sh && n.run == w.run {
+			*later = append((*later)[:i], (*later)[i+1:]...)
+			return n, true
+		}
+	}
+	return entityWork{}, false
+}
+
+// do carries out the action and returns the input that reports it.
+func (w entityWork) do() ShardInput {
+	r := w.sh.r
+	switch e := w.eff.(type) {
+	case StartEntity:
+		ec := EntityContext{
+			TypeName: r.s.TypeName, EntityID: e.Entity, ShardID: w.sh.id, Incarnation: e.Inc, Node: r.self,
+			Clock: r.d.Clock, Journal: r.d.Journal, Logger: r.log,
+			Passivate: func() { w.sh.step(ShPassivate{Entity: e.Entity, Inc: e.Inc}) },
+		}
+		inst, err := startEntity(r.d.Factory, w.run.ctx, ec)
+		w.run.inst = inst
+		if err != nil {
+			w.run.cancel()
+		}
+		return ShStarted{Entity: e.Entity, Inc: e.Inc, Err: err}
+	case HandleMsg:
+		return ShHandled{Entity: e.Entity, Inc: e.Inc, Failed: w.handle(e)}
+	case StopEntity:
+		err := stopEntity(w.run.inst, w.run.ctx)
+		w.run.cancel()
+		return ShStopped{Entity: e.Entity, Inc: e.Inc, Err: err}
+	}
+	panic(fmt.Sprintf("sharding: entity action %T", w.eff))
+}
+
+// handle hands one message to the incarnation and answers its caller; it
+// reports whether the entity said it failed.
+func (w entityWork) handle(h HandleMsg) (failed bool) {
+	env := w.env
+	if env == nil {
+		return false // its caller gave up
+	}
+	if err := env.ctx.Err(); err != nil {
+		// Its caller's deadline passed while it was queued: never
+		// handled, a definite failure.
+		env.fail(fmt.Errorf("%w: deadline passed while queued: %w", ErrNotDelivered, err))
 		return false
 	}
-	sh.closed = false
-	return true
+	if !env.take() {
+		return false
+	}
+	r := w.sh.r
+	res, herr := handleEntity(w.run.inst, env)
+	if herr != nil {
+		env.finish(Reply{}, &EntityError{Entity: h.Entity, Err: herr})
+		return errors.Is(herr, ErrEntityFailed)
+	}
+	if len(res) == 0 {
+		res = json.RawMessage("null")
+	}
+	env.finish(Reply{Payload: res, Node: r.self, Shard: w.sh.id, EntityIncarnation: h.Inc}, nil)
+	return false
 }
 
 // handOff stops every entity after the messages already in its mailbox
 // and returns once all have stopped — or, after HandOffTimeout, gives up
 // on the stragglers (their contexts are cancelled and queued messages
-// fail). Concurrent and repeated calls wait for the same hand-off.
+// fail). Concurrent and repeated calls wait for the same end.
 func (sh *shard) handOff() (forced int) {
-	sh.handOffOnce.Do(func() {
-		sh.mu.Lock()
-		sh.closed, sh.stopping = true, true
-		ents := make([]*entity, 0, len(sh.entities))
-		for _, e := range sh.entities {
-			ents = append(ents, e)
-		}
-		sh.mu.Unlock()
-		for _, e := range ents {
-			e.requestStop()
-		}
-		forced = sh.await(ents, fmt.Errorf("%w: shard %s hand-off timed out before the message's turn", ErrNotDelivered, sh.id))
-		close(sh.gone)
-	})
+	sh.step(ShHandOff{})
 	<-sh.gone
-	return forced
+	return sh.forced
 }
 
 // stopNow stops every entity at once (region stopped, node downed):
 // queued and held messages fail definitely, Stop runs after the message
 // being handled.
 func (sh *shard) stopNow() {
-	sh.handOffOnce.Do(func() {
-		sh.mu.Lock()
-		sh.closed, sh.stopping = true, true
-		ents := make([]*entity, 0, len(sh.entities))
-		for _, e := range sh.entities {
-			ents = append(ents, e)
-		}
-		held := sh.held
-		sh.held = map[string][]*envelope{}
-		sh.mu.Unlock()
-		for _, envs := range held {
-			for _, env := range envs {
-				env.fail(fmt.Errorf("%w: region stopped", ErrRegionStopped))
-			}
-		}
-		for _, e := range ents {
-			e.stopNow(fmt.Errorf("%w: region stopped before the message's turn", ErrRegionStopped))
-		}
-		sh.await(ents, ErrRegionStopped)
-		close(sh.gone)
-	})
+	sh.step(ShStopNow{})
 	<-sh.gone
 }
 
-// await waits for ents to stop, at most HandOffTimeout; it gives up on the
-// rest and returns how many.
-func (sh *shard) await(ents []*entity, why error) int {
-	t := sh.r.d.Clock.NewTimer(sh.r.s.HandOffTimeout)
-	defer t.Stop()
-	for i, e := range ents {
-		select {
-		case <-e.done:
-		case <-t.C():
-			n := 0
-			for _, rest := range ents[i:] {
-				select {
-				case <-rest.done:
-				default:
-					n++
-					rest.stopNow(why)
-					rest.cancel()
-				}
-			}
-			sh.r.log.Warn("entities did not stop within the hand-off timeout; given up", "shard", sh.id, "count", n)
-			return n
-		}
+// waitEnd steps ShTimeout after the end's deadline unless it ends first.
+func (t shardTimer) waitEnd() {
+	timer := t.sh.r.d.Clock.NewTimer(t.after.(ArmShardTimer).After)
+	defer timer.Stop()
+	select {
+	case <-t.sh.gone:
+	case <-timer.C():
+		t.sh.step(ShTimeout{})
 	}
-	return 0
 }
 
-// entityStatus lists the current entities.
-func (sh *shard) status() protocol.ShardStatus {
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	st := protocol.ShardStatus{ID: sh.id, HandingOff: sh.closed || sh.stopping, Entities: []protocol.EntityStatus{}}
-	for id, e := range sh.entities {
-		st.Entities = append(st.Entities, protocol.EntityStatus{ID: id, Incarnation: e.inc, Passivating: e.passivating})
+func startEntity(f EntityFactory, ctx context.Context, ec EntityContext) (inst Entity, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			inst, err = nil, fmt.Errorf("panic in entity factory: %v", p)
+		}
+	}()
+	inst, err = f(ctx, ec)
+	if err == nil && inst == nil {
+		err = fmt.Errorf("entity factory returned no entity")
 	}
-	return st
+	return inst, err
+}
+
+func handleEntity(inst Entity, env *envelope) (res json.RawMessage, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			res, err = nil, fmt.Errorf("panic in Handle: %v", p)
+		}
+	}()
+	return inst.Handle(env.ctx, env.msg)
+}
+
+func stopEntity(inst Entity, ctx context.Context) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("panic in Stop: %v", p)
+		}
+	}()
+	return inst.Stop(ctx)
 }
