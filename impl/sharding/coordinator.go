@@ -6,14 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
-	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/shardtest/shardtest/impl/clock"
-	"github.com/shardtest/shardtest/impl/cluster"
 	"github.com/shardtest/shardtest/impl/singleton"
 	"github.com/shardtest/shardtest/protocol"
 	"github.com/shardtest/shardtest/protocol/journal"
@@ -128,56 +125,47 @@ func CoordinatorFactory(s Settings, d Deps, strategy AllocationStrategy) singlet
 			strat = NewLeastShardAllocation(s.RebalanceThreshold, s.MaxSimultaneousRebalance)
 		}
 		c := &coordinator{
-			s: s, d: d, strategy: strat,
-			pid:          CoordinatorPID(s.TypeName),
-			self:         d.Membership.Snapshot().Self.UID(),
-			log:          d.Logger.With("coordinator", s.TypeName),
-			st:           NewState(),
-			rebalancing:  map[string]bool{},
-			hosting:      map[string]bool{},
-			shuttingDown: map[string]bool{},
-			downSince:    map[string]time.Duration{},
+			s: s, d: d,
+			pid:     CoordinatorPID(s.TypeName),
+			self:    d.Membership.Snapshot().Self.UID(),
+			log:     d.Logger.With("coordinator", s.TypeName),
+			answers: map[uint64]chan CoAnswer{},
 		}
-		if err := c.recover(ctx); err != nil {
+		st, epoch, seq, err := c.recover(ctx)
+		if err != nil {
 			return nil, err
 		}
+		c.m = NewCoordinatorMachine(CoordinatorConfig{Settings: s, Self: c.self}, strat, st, epoch, seq, c.log)
 		c.ctx, c.cancel = context.WithCancel(context.Background())
+		c.step(CoView{Snapshot: d.Membership.Snapshot()})
 		c.wg.Add(1)
 		go c.loop()
 		c.event(protocol.EventCoordinatorStarted, c.self, "", fmt.Sprintf("epoch %d, %d events, %d regions, %d proxies, %d shards",
-			c.epoch, c.seq, len(c.st.Regions), len(c.st.Proxies), len(c.st.Shards)))
-		c.log.Info("coordinator started", "epoch", c.epoch, "seq", c.seq, "shards", len(c.st.Shards))
+			epoch, seq, len(st.Regions), len(st.Proxies), len(st.Shards)))
+		c.log.Info("coordinator started", "epoch", epoch, "seq", seq, "shards", len(st.Shards))
 		return c, nil
 	}
 }
 
-// coordinator is the ShardCoordinator instance. Handle runs one request at
-// a time (the singleton's mailbox); a background goroutine rebalances and
-// watches membership. Both change state only under mu, persisting first.
+// coordinator is the ShardCoordinator instance: the driver of its
+// CoordinatorMachine over the journal, the peer client, the clock and the
+// membership. Handle runs one request at a time (the singleton's
+// mailbox); a background goroutine rebalances and watches membership.
 type coordinator struct {
-	s        Settings
-	d        Deps
-	strategy AllocationStrategy
-	pid      string
-	self     string
-	log      *slog.Logger
+	s    Settings
+	d    Deps
+	pid  string
+	self string
+	log  *slog.Logger
 
 	ctx    context.Context
 	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	wg     sync.WaitGroup // the loop and every effect in flight
 
-	mu    sync.Mutex
-	st    *State
-	epoch uint64
-	seq   int64
-	// broken: a write was fenced, conflicted or has an unknown outcome;
-	// this instance must not act any more (the manager replaces it).
-	broken error
-	// In memory only, as in Akka: a new coordinator starts with none.
-	rebalancing  map[string]bool          // shards being handed off
-	hosting      map[string]bool          // shards whose host-shard is in flight
-	shuttingDown map[string]bool          // regions in graceful shutdown
-	downSince    map[string]time.Duration // Elapsed readings: a clock bump must not end the margin
+	mu      sync.Mutex
+	m       *CoordinatorMachine
+	answers map[uint64]chan CoAnswer
+	lastReq uint64
 }
 
 func (c *coordinator) event(typ, region, shardID, detail string) {
@@ -185,15 +173,16 @@ func (c *coordinator) event(typ, region, shardID, detail string) {
 }
 
 // recover fences the journal id and replays it.
-func (c *coordinator) recover(ctx context.Context) error {
+func (c *coordinator) recover(ctx context.Context) (*State, uint64, int64, error) {
 	epoch, highest, err := c.d.Journal.Fence(ctx, c.pid)
 	if err != nil {
-		return fmt.Errorf("sharding coordinator %s: fence: %w", c.s.TypeName, err)
+		return nil, 0, 0, fmt.Errorf("sharding coordinator %s: fence: %w", c.s.TypeName, err)
 	}
 	evs, err := c.d.Journal.Replay(ctx, c.pid, 1, 0)
 	if err != nil {
-		return fmt.Errorf("sharding coordinator %s: replay: %w", c.s.TypeName, err)
+		return nil, 0, 0, fmt.Errorf("sharding coordinator %s: replay: %w", c.s.TypeName, err)
 	}
+	st := NewState()
 	var last int64
 	for _, je := range evs {
 		if je.Seq > highest {
@@ -201,236 +190,108 @@ func (c *coordinator) recover(ctx context.Context) error {
 		}
 		var e CoordinatorEvent
 		if err := json.Unmarshal(je.Data, &e); err != nil {
-			return fmt.Errorf("sharding coordinator %s: event %d: %w", c.s.TypeName, je.Seq, err)
+			return nil, 0, 0, fmt.Errorf("sharding coordinator %s: event %d: %w", c.s.TypeName, je.Seq, err)
 		}
-		if err := c.st.Apply(e); err != nil {
-			return fmt.Errorf("sharding coordinator %s: event %d: %w", c.s.TypeName, je.Seq, err)
+		if err := st.Apply(e); err != nil {
+			return nil, 0, 0, fmt.Errorf("sharding coordinator %s: event %d: %w", c.s.TypeName, je.Seq, err)
 		}
 		last = je.Seq
 	}
 	if last != highest {
-		return fmt.Errorf("sharding coordinator %s: replay ended at %d, journal has %d", c.s.TypeName, last, highest)
+		return nil, 0, 0, fmt.Errorf("sharding coordinator %s: replay ended at %d, journal has %d", c.s.TypeName, last, highest)
 	}
-	c.epoch, c.seq = epoch, highest
-	return nil
+	return st, epoch, highest, nil
 }
 
-// persistLocked appends evs and applies them. A fenced or conflicting
-// append means another coordinator has taken over; an append with an
-// unknown outcome leaves this instance unsure of its own state. Either way
-// the instance is broken: the error wraps singleton.ErrInstanceFailed so
-// that the manager stops it (and restarts it, recovering from the journal,
-// if this member is still the oldest).
-func (c *coordinator) persistLocked(ctx context.Context, evs []CoordinatorEvent) error {
-	if len(evs) == 0 {
-		return nil
-	}
-	if c.broken != nil {
-		return c.brokenErrLocked()
-	}
-	data, err := encodeEvents(evs)
-	if err != nil {
-		return fmt.Errorf("%w: encode events: %w", singleton.ErrInstanceFailed, err)
-	}
-	var last int64
-	if c.s.Bugs.NoCoordinatorPersistence {
-		// Deliberate bug: the state lives in memory only; a new
-		// coordinator replays an empty journal.
-		last = c.seq
-	} else {
-		last, err = c.d.Journal.Append(ctx, c.pid, c.seq, c.epoch, data)
-	}
-	switch {
-	case err == nil:
-	case errors.Is(err, journal.ErrFenced), errors.Is(err, journal.ErrSeqConflict):
-		c.broken = err
-		c.log.Warn("coordinator is stale", "err", err)
-		return fmt.Errorf("%w: coordinator %s (epoch %d) is stale: %w", singleton.ErrInstanceFailed, c.s.TypeName, c.epoch, err)
-	case journal.IsDefinite(err):
-		return fmt.Errorf("sharding coordinator %s: append: %w", c.s.TypeName, err)
-	default:
-		c.broken = err
-		c.log.Warn("coordinator append outcome unknown; instance will be replaced", "err", err)
-		return fmt.Errorf("%w: %w: coordinator %s: append: %w", singleton.ErrInstanceFailed, singleton.ErrUnknownOutcome, c.s.TypeName, err)
-	}
-	for _, e := range evs {
-		if err := c.st.Apply(e); err != nil {
-			// Decide produced an event that does not apply: a bug. The
-			// journal has it; only a replay can tell what the state is.
-			c.broken = err
-			return fmt.Errorf("%w: %w", singleton.ErrInstanceFailed, err)
+// step steps the machine and carries out its effects.
+func (c *coordinator) step(in CoInput) {
+	c.mu.Lock()
+	effs := c.m.Step(c.d.Clock.Elapsed(), in)
+	c.mu.Unlock()
+	c.carryOut(effs)
+}
+
+// carryOut does the effects: answers and events at once, the journal and
+// region calls in goroutines the instance owns (Stop ends them).
+func (c *coordinator) carryOut(effs []CoEffect) {
+	for _, eff := range effs {
+		switch e := eff.(type) {
+		case CoAnswer:
+			c.mu.Lock()
+			ch := c.answers[e.ID]
+			delete(c.answers, e.ID)
+			c.mu.Unlock()
+			if ch != nil {
+				ch <- e
+			}
+		case CoEmit:
+			c.d.Events.Append(e.Event)
+		case CoAppend:
+			c.goStep(func(ctx context.Context) CoInput {
+				data, err := encodeEvents(e.Events)
+				if err != nil {
+					return CoAppended{Tag: e.Tag, Err: fmt.Errorf("%w: encode events: %w", journal.ErrInvalid, err)}
+				}
+				last, err := c.d.Journal.Append(ctx, c.pid, e.ExpectSeq, e.Epoch, data)
+				return CoAppended{Tag: e.Tag, Last: last, Err: err}
+			})
+		case CoCheckHighest:
+			c.goStep(func(ctx context.Context) CoInput {
+				h, err := c.d.Journal.Highest(ctx, c.pid)
+				return CoHighestIs{Tag: e.Tag, Highest: h, Err: err}
+			})
+		case CoCall:
+			c.goStep(func(ctx context.Context) CoInput {
+				return CoCalled{Tag: e.Tag, Err: c.callRegion(ctx, e.Region, e.Op, e.Shard, e.Timeout)}
+			})
+		case CoArm:
+			c.wg.Go(func() {
+				if c.d.Clock.Sleep(c.ctx, e.After) == nil {
+					c.step(CoTimer{Tag: e.Tag})
+				}
+			})
+		default:
+			panic(fmt.Sprintf("sharding: coordinator effect %T not carried out", eff))
 		}
 	}
-	c.seq = last
-	return nil
 }
 
-// brokenErrLocked: the request was not processed; another instance (or a
-// restart of this one) must take it.
-func (c *coordinator) brokenErrLocked() error {
-	return fmt.Errorf("%w: %w: coordinator %s: %v", singleton.ErrInstanceFailed, singleton.ErrNotRunning, c.s.TypeName, c.broken)
-}
-
-func decode(req singleton.Request, v any) error {
-	if len(req.Payload) == 0 {
-		return fmt.Errorf("%w: %s: missing payload", singleton.ErrBadRequest, req.Op)
-	}
-	if err := json.Unmarshal(req.Payload, v); err != nil {
-		return fmt.Errorf("%w: %s: %w", singleton.ErrBadRequest, req.Op, err)
-	}
-	return nil
+// goStep runs an I/O effect in a goroutine the instance owns, bounded by
+// the ask timeout and the instance's life, and steps its outcome.
+func (c *coordinator) goStep(do func(ctx context.Context) CoInput) {
+	c.wg.Go(func() {
+		ctx, cancel := clock.WithTimeout(c.ctx, c.d.Clock, c.s.askTimeout())
+		defer cancel()
+		in := do(ctx)
+		if c.ctx.Err() != nil {
+			return
+		}
+		c.step(in)
+	})
 }
 
 // Handle implements singleton.Instance.
 func (c *coordinator) Handle(ctx context.Context, req singleton.Request) (json.RawMessage, error) {
+	ch := make(chan CoAnswer, 1)
 	c.mu.Lock()
-	if c.broken != nil {
-		err := c.brokenErrLocked()
-		c.mu.Unlock()
-		return nil, err
-	}
+	c.lastReq++
+	id := c.lastReq
+	c.answers[id] = ch
+	effs := c.m.Step(c.d.Clock.Elapsed(), CoRequest{ID: id, Op: req.Op, Payload: req.Payload})
 	c.mu.Unlock()
-	switch req.Op {
-	case OpRegister:
-		var rr RegisterRequest
-		if err := decode(req, &rr); err != nil {
-			return nil, err
+	c.carryOut(effs)
+	select {
+	case a := <-ch:
+		if a.Err != nil {
+			return nil, a.Err
 		}
-		return c.register(ctx, rr)
-	case OpGetShardHome:
-		var gr GetShardHomeRequest
-		if err := decode(req, &gr); err != nil {
-			return nil, err
-		}
-		return c.getShardHome(ctx, gr)
-	case OpGracefulShutdown:
-		var gr GracefulShutdownRequest
-		if err := decode(req, &gr); err != nil {
-			return nil, err
-		}
-		return c.gracefulShutdown(gr)
-	case OpState:
-		return json.Marshal(c.State())
-	}
-	return nil, fmt.Errorf("%w: sharding coordinator: unknown op %q", singleton.ErrBadRequest, req.Op)
-}
-
-func (c *coordinator) register(ctx context.Context, rr RegisterRequest) (json.RawMessage, error) {
-	if rr.Region == "" {
-		return nil, fmt.Errorf("%w: register: empty region", singleton.ErrBadRequest)
-	}
-	// A member the coordinator does not know yet would look gone to the
-	// membership watch: let it retry once the views agree.
-	m, ok := c.d.Membership.Find(rr.Region)
-	switch {
-	case !ok:
-		return nil, fmt.Errorf("%w: register: member %s not known to the coordinator yet", singleton.ErrUnavailable, rr.Region)
-	case m.Status.Final():
-		return nil, fmt.Errorf("%w: register: member %s is %s", singleton.ErrUnavailable, rr.Region, m.Status)
-	}
-	c.mu.Lock()
-	evs, err := c.st.DecideRegister(rr.Region, rr.Proxy)
-	if err == nil {
-		err = c.persistLocked(ctx, evs)
-	}
-	c.mu.Unlock()
-	if err != nil {
-		return nil, err
-	}
-	if len(evs) > 0 {
-		detail := "region"
-		if rr.Proxy {
-			detail = "proxy"
-		}
-		c.event(protocol.EventRegionRegistered, rr.Region, "", detail)
-		c.log.Info("region registered", "region", rr.Region, "proxy", rr.Proxy)
-	}
-	return json.Marshal(AckReply{Ack: true})
-}
-
-// allocatableLocked: new shards go only to regions whose member is Up and
-// that are not shutting down.
-func (c *coordinator) allocatableLocked(snap cluster.Snapshot) func(string) bool {
-	return func(region string) bool {
-		if c.shuttingDown[region] {
-			return false
-		}
-		m, ok := snap.Find(region)
-		return ok && m.Status == cluster.StatusUp
-	}
-}
-
-func (c *coordinator) getShardHome(ctx context.Context, gr GetShardHomeRequest) (json.RawMessage, error) {
-	if gr.Shard == "" {
-		return nil, fmt.Errorf("%w: get-shard-home: empty shard", singleton.ErrBadRequest)
-	}
-	snap := c.d.Membership.Snapshot()
-	c.mu.Lock()
-	if c.rebalancing[gr.Shard] {
-		c.mu.Unlock()
-		return nil, fmt.Errorf("%w: %w: shard %s", singleton.ErrUnavailable, ErrRebalanceInProgress, gr.Shard)
-	}
-	candidates := c.st.Allocations(c.allocatableLocked(snap))
-	home, evs, err := c.st.DecideAllocate(gr.Shard, gr.Region, candidates, c.strategy)
-	if err != nil {
-		c.mu.Unlock()
-		return nil, fmt.Errorf("%w: allocate shard %s: %w", singleton.ErrUnavailable, gr.Shard, err)
-	}
-	if err := c.persistLocked(ctx, evs); err != nil {
-		c.mu.Unlock()
-		return nil, err
-	}
-	fresh := len(evs) > 0
-	// The home must host the shard before anyone is sent there: always
-	// for a new allocation, and again when the home itself asks or was
-	// reported not to host it (a hand-off that a previous coordinator
-	// began but never finished).
-	ensure := fresh || gr.Region == home || gr.NotHere == home
-	seq := c.seq
-	if ensure {
-		c.hosting[gr.Shard] = true
-	}
-	c.mu.Unlock()
-	if fresh {
-		c.event(protocol.EventShardAllocated, home, gr.Shard, "requested by "+gr.Region)
-		c.log.Info("shard allocated", "shard", gr.Shard, "region", home)
-	}
-	if ensure {
-		err := c.ensureHosted(ctx, gr.Shard, home, fresh, seq)
+		return json.Marshal(a.Reply)
+	case <-ctx.Done():
 		c.mu.Lock()
-		delete(c.hosting, gr.Shard)
+		delete(c.answers, id)
 		c.mu.Unlock()
-		if err != nil {
-			return nil, err
-		}
+		return nil, fmt.Errorf("%w: sharding coordinator %s: %s: %w", singleton.ErrUnknownOutcome, c.s.TypeName, req.Op, ctx.Err())
 	}
-	return json.Marshal(ShardHomeReply{Shard: gr.Shard, Region: home})
-}
-
-// ensureHosted sends host-shard to home. For an allocation this instance
-// did not just make, it first checks that no newer coordinator has written
-// since (a stale instance must not make a region host a shard that has
-// moved on).
-func (c *coordinator) ensureHosted(ctx context.Context, shardID, home string, fresh bool, seq int64) error {
-	if !fresh {
-		h, err := c.d.Journal.Highest(ctx, c.pid)
-		if err != nil {
-			return fmt.Errorf("%w: check journal before host-shard: %w", singleton.ErrUnavailable, err)
-		}
-		if h != seq {
-			c.mu.Lock()
-			if c.broken == nil {
-				c.broken = fmt.Errorf("journal has %d events, this instance wrote up to %d", h, seq)
-			}
-			err := c.brokenErrLocked()
-			c.mu.Unlock()
-			return err
-		}
-	}
-	if err := c.callRegion(ctx, home, opHostShard, shardID, c.s.hostTimeout()); err != nil {
-		return fmt.Errorf("%w: host shard %s at %s: %w", singleton.ErrUnavailable, shardID, home, err)
-	}
-	return nil
 }
 
 // callRegion sends a region protocol request to region.
@@ -446,174 +307,6 @@ func (c *coordinator) callRegion(ctx context.Context, region, op, shardID string
 	return c.d.Peers.Call(cctx, m.Target(), path, ShardRequest{Shard: shardID}, &ans)
 }
 
-func (c *coordinator) gracefulShutdown(gr GracefulShutdownRequest) (json.RawMessage, error) {
-	if gr.Region == "" {
-		return nil, fmt.Errorf("%w: graceful-shutdown: empty region", singleton.ErrBadRequest)
-	}
-	c.mu.Lock()
-	start := c.st.Regions[gr.Region] && !c.shuttingDown[gr.Region]
-	if start {
-		c.shuttingDown[gr.Region] = true
-		c.wg.Add(1)
-	}
-	c.mu.Unlock()
-	if start {
-		c.log.Info("graceful shutdown of region", "region", gr.Region)
-		go c.shutdownRegion(gr.Region)
-	}
-	return json.Marshal(AckReply{Ack: true})
-}
-
-// shutdownRegion hands off every shard of region, MaxSimultaneousRebalance
-// at a time, then terminates it.
-func (c *coordinator) shutdownRegion(region string) {
-	defer c.wg.Done()
-	defer func() {
-		c.mu.Lock()
-		delete(c.shuttingDown, region)
-		c.mu.Unlock()
-	}()
-	for c.ctx.Err() == nil {
-		c.mu.Lock()
-		registered := c.st.Regions[region]
-		owned := c.st.ShardsOf(region)
-		c.mu.Unlock()
-		if !registered {
-			return
-		}
-		if len(owned) == 0 {
-			c.terminate(region, "graceful shutdown")
-			return
-		}
-		var waits []<-chan struct{}
-		for _, sh := range owned {
-			if len(waits) >= c.s.MaxSimultaneousRebalance {
-				break
-			}
-			if done, ok := c.startHandOff(sh, "graceful shutdown"); ok {
-				waits = append(waits, done)
-			}
-		}
-		for _, w := range waits {
-			select {
-			case <-w:
-			case <-c.ctx.Done():
-				return
-			}
-		}
-		if len(waits) == 0 || !c.progressed(region, len(owned)) {
-			if c.d.Clock.Sleep(c.ctx, c.s.RetryInterval) != nil {
-				return
-			}
-		}
-	}
-}
-
-func (c *coordinator) progressed(region string, before int) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.st.ShardsOf(region)) < before
-}
-
-// terminate persists RegionTerminated (which frees the region's shards).
-func (c *coordinator) terminate(region, why string) {
-	c.mu.Lock()
-	evs := c.st.DecideTerminate(region)
-	freed := c.st.ShardsOf(region)
-	err := c.persistLocked(c.ctx, evs)
-	delete(c.downSince, region)
-	c.mu.Unlock()
-	if err != nil {
-		c.log.Warn("could not persist region termination", "region", region, "err", err)
-		return
-	}
-	if len(evs) > 0 {
-		c.event(protocol.EventRegionTerminated, region, "", fmt.Sprintf("%s; %d shards freed", why, len(freed)))
-		c.log.Info("region terminated", "region", region, "why", why, "shards_freed", len(freed))
-	}
-}
-
-// startHandOff begins handing shardID off from its region in the
-// background; false if it is not allocated, already being handed off, or
-// being hosted right now.
-func (c *coordinator) startHandOff(shardID, why string) (<-chan struct{}, bool) {
-	c.mu.Lock()
-	owner, ok := c.st.Shards[shardID]
-	if !ok || c.rebalancing[shardID] || c.hosting[shardID] || c.broken != nil {
-		c.mu.Unlock()
-		return nil, false
-	}
-	c.rebalancing[shardID] = true
-	targets := slices.Sorted(maps.Keys(c.st.Regions))
-	targets = append(targets, slices.Sorted(maps.Keys(c.st.Proxies))...)
-	c.wg.Add(1)
-	c.mu.Unlock()
-	done := make(chan struct{})
-	go func() {
-		defer c.wg.Done()
-		defer close(done)
-		defer func() {
-			c.mu.Lock()
-			delete(c.rebalancing, shardID)
-			c.mu.Unlock()
-		}()
-		c.handOff(shardID, owner, targets, why)
-	}()
-	return done, true
-}
-
-// handOff runs the hand-off protocol for one shard: every region and proxy
-// begins buffering it, then the owner stops all its entities and answers,
-// and only then is the shard deallocated (so the next get-shard-home
-// allocates it anew). If any region does not answer, the round is
-// abandoned and the shard stays where it is: safety over progress.
-func (c *coordinator) handOff(shardID, owner string, targets []string, why string) {
-	c.event(protocol.EventShardHandOffBegun, owner, shardID, why)
-	snap := c.d.Membership.Snapshot()
-	var wg sync.WaitGroup
-	errs := make([]error, len(targets))
-	for i, t := range targets {
-		if m, ok := snap.Find(t); !ok || m.Status.Final() {
-			continue // gone: it will be terminated
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[i] = c.callRegion(c.ctx, t, opBeginHandOff, shardID, c.s.hostTimeout())
-		}()
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		c.log.Info("hand-off abandoned: a region did not begin it", "shard", shardID, "err", err)
-		return
-	}
-	if c.s.Bugs.StartBeforeStopped {
-		// Deliberate bug: tell the owner to stop the shard but do not wait
-		// for its ShardStopped; the shard is deallocated (and may be
-		// allocated and started elsewhere) while its entities still run.
-		c.wg.Add(1)
-		go func() {
-			defer c.wg.Done()
-			if err := c.callRegion(c.ctx, owner, opHandOff, shardID, c.s.HandOffTimeout+c.s.hostTimeout()); err != nil {
-				c.log.Info("hand-off: the owner did not answer", "shard", shardID, "owner", owner, "err", err)
-			}
-		}()
-	} else if err := c.callRegion(c.ctx, owner, opHandOff, shardID, c.s.HandOffTimeout+c.s.hostTimeout()); err != nil {
-		c.log.Info("hand-off abandoned: the owner did not answer", "shard", shardID, "owner", owner, "err", err)
-		return
-	}
-	c.mu.Lock()
-	evs := c.st.DecideDeallocate(shardID, owner)
-	err := c.persistLocked(c.ctx, evs)
-	c.mu.Unlock()
-	if err != nil {
-		c.log.Warn("could not persist shard deallocation", "shard", shardID, "err", err)
-		return
-	}
-	c.event(protocol.EventShardRebalanced, owner, shardID, why)
-	c.log.Info("shard handed off", "shard", shardID, "from", owner, "why", why)
-}
-
 // loop rebalances every RebalanceInterval and watches membership.
 func (c *coordinator) loop() {
 	defer c.wg.Done()
@@ -623,78 +316,14 @@ func (c *coordinator) loop() {
 	defer watch.Stop()
 	for {
 		changed := c.d.Membership.Changed()
-		c.watchMembers()
+		c.step(CoView{Snapshot: c.d.Membership.Snapshot()})
 		select {
 		case <-c.ctx.Done():
 			return
 		case <-rebalance.C():
-			c.rebalance()
+			c.step(CoRebalanceTick{})
 		case <-changed:
 		case <-watch.C():
-		}
-	}
-}
-
-// watchMembers terminates regions whose member is Removed (at once) or Down
-// or unknown for DownRemovalMargin — time for a downed member to notice
-// and stop its entities before they start elsewhere. A member that is
-// merely unreachable keeps its shards.
-func (c *coordinator) watchMembers() {
-	snap := c.d.Membership.Snapshot()
-	now := c.d.Clock.Elapsed()
-	c.mu.Lock()
-	all := slices.Collect(maps.Keys(c.st.Regions))
-	all = append(all, slices.Collect(maps.Keys(c.st.Proxies))...)
-	var due []string
-	var whys []string
-	for _, uid := range all {
-		m, ok := snap.Find(uid)
-		switch {
-		case ok && !m.Status.Final():
-			delete(c.downSince, uid)
-			continue
-		case ok && m.Status == cluster.StatusRemoved:
-			due, whys = append(due, uid), append(whys, "member removed")
-			continue
-		}
-		since, seen := c.downSince[uid]
-		if !seen {
-			c.downSince[uid] = now
-			since = now
-		}
-		if now-since >= c.s.DownRemovalMargin {
-			why := "member downed"
-			if !ok {
-				why = "member unknown"
-			}
-			due, whys = append(due, uid), append(whys, why)
-		}
-	}
-	c.mu.Unlock()
-	for i, uid := range due {
-		c.terminate(uid, whys[i])
-	}
-}
-
-// rebalance asks the strategy which shards to move and starts their
-// hand-offs.
-func (c *coordinator) rebalance() {
-	snap := c.d.Membership.Snapshot()
-	c.mu.Lock()
-	if c.broken != nil {
-		c.mu.Unlock()
-		return
-	}
-	current := c.st.Allocations(c.allocatableLocked(snap))
-	inProgress := maps.Clone(c.rebalancing)
-	c.mu.Unlock()
-	budget := c.s.MaxSimultaneousRebalance - len(inProgress)
-	for _, sh := range c.strategy.Rebalance(current, inProgress) {
-		if budget <= 0 {
-			break
-		}
-		if _, ok := c.startHandOff(sh, "rebalance"); ok {
-			budget--
 		}
 	}
 }
@@ -703,21 +332,17 @@ func (c *coordinator) rebalance() {
 func (c *coordinator) State() CoordinatorState {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	st := CoordinatorState{
-		Type: c.s.TypeName, Coordinator: c.self,
-		Regions:      c.st.Allocations(nil),
-		Proxies:      slices.Sorted(maps.Keys(c.st.Proxies)),
-		Rebalancing:  slices.Sorted(maps.Keys(c.rebalancing)),
-		ShuttingDown: slices.Sorted(maps.Keys(c.shuttingDown)),
-		Epoch:        c.epoch, Seq: c.seq,
-	}
-	return st
+	return c.m.State()
 }
 
 // Stop implements singleton.Instance: the background work ends (hand-offs
 // in flight are abandoned; the journal is their truth) before it returns.
 func (c *coordinator) Stop(ctx context.Context) error {
 	c.cancel()
+	c.mu.Lock()
+	c.m.Step(c.d.Clock.Elapsed(), CoStop{})
+	epoch := c.m.Epoch()
+	c.mu.Unlock()
 	done := make(chan struct{})
 	go func() {
 		c.wg.Wait()
@@ -729,7 +354,7 @@ func (c *coordinator) Stop(ctx context.Context) error {
 	case <-ctx.Done():
 		err = ctx.Err()
 	}
-	c.event(protocol.EventCoordinatorStopped, c.self, "", fmt.Sprintf("epoch %d", c.epoch))
-	c.log.Info("coordinator stopped", "epoch", c.epoch)
+	c.event(protocol.EventCoordinatorStopped, c.self, "", fmt.Sprintf("epoch %d", epoch))
+	c.log.Info("coordinator stopped", "epoch", epoch)
 	return err
 }
