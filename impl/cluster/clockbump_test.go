@@ -1,8 +1,6 @@
 package cluster
 
 import (
-	"io"
-	"log/slog"
 	"testing"
 	"time"
 
@@ -22,43 +20,35 @@ func TestClockJumpsDoNotEndTheResolversWait(t *testing.T) {
 	for _, jump := range []time.Duration{time.Minute, -time.Minute} {
 		t.Run(jump.String(), func(t *testing.T) {
 			clk := clock.Real()
-			c := &Cluster{
-				cfg: Config{
-					Events: kit.NewEventLog(clk.Now, 100), Clock: clk, FailureTimeout: 2 * time.Second,
-					Downing: DowningConfig{Strategy: KeepMajority, StableAfter: 5 * time.Second},
-				},
-				self:      Member{Name: "n1", Incarnation: "a", UpNumber: 1},
-				state:     gossip{},
-				changed:   make(chan struct{}),
-				downed:    make(chan struct{}),
-				lastHeard: map[string]time.Duration{}, reachable: map[string]bool{},
-				unreachAt: map[string]time.Duration{}, downSeen: map[string]time.Duration{},
-				log:    slog.New(slog.NewTextHandler(io.Discard, nil)),
-				joined: true,
-			}
+			c := newCluster(Config{
+				Events: kit.NewEventLog(clk.Now, 100), Clock: clk, FailureTimeout: 2 * time.Second,
+				Downing: DowningConfig{Strategy: KeepMajority, StableAfter: 5 * time.Second},
+			}, Member{Name: "n1", Incarnation: "a", UpNumber: 1})
+			m := c.m
+			m.joined = true
 			n2 := Member{Name: "n2", Incarnation: "b", UpNumber: 2}
 			n3 := Member{Name: "n3", Incarnation: "c", UpNumber: 3}
-			for _, m := range []Member{c.self, n2, n3} {
-				c.state.merge(&record{Member: m, Status: StatusUp})
+			for _, mb := range []Member{m.self, n2, n3} {
+				m.state.merge(&record{Member: mb, Status: StatusUp})
 			}
 			// n2 is heard now; n3 was last heard 3 s ago: unreachable, and
 			// n1 with n2 is the majority that will down it after 5 s.
 			now := clk.Elapsed()
-			c.lastHeard[n2.UID()] = now
-			c.lastHeard[n3.UID()] = now - 3*time.Second
+			m.lastHeard[n2.UID()] = now
+			m.lastHeard[n3.UID()] = now - 3*time.Second
 			c.mu.Lock()
-			c.judgeLocked()
+			c.stepLocked(InTick{})
 			c.mu.Unlock()
-			if !c.reachable[n2.UID()] || c.reachable[n3.UID()] {
-				t.Fatalf("reachable %v, want n2 only", c.reachable)
+			if !m.reachable[n2.UID()] || m.reachable[n3.UID()] {
+				t.Fatalf("reachable %v, want n2 only", m.reachable)
 			}
 			if err := clk.Set(clock.Skew{Offset: jump}); err != nil {
 				t.Fatal(err)
 			}
 			c.mu.Lock()
-			c.judgeLocked()
+			c.stepLocked(InTick{})
 			c.mu.Unlock()
-			if !c.reachable[n2.UID()] {
+			if !m.reachable[n2.UID()] {
 				t.Errorf("after a %v jump n2, heard just now, is unreachable", jump)
 			}
 			evs, _ := c.cfg.Events.Since(0, 0)
@@ -67,7 +57,7 @@ func TestClockJumpsDoNotEndTheResolversWait(t *testing.T) {
 					t.Fatalf("after a %v jump the resolver decided at once: %s", jump, e.Detail)
 				}
 			}
-			if got := c.state[n3.UID()].Status; got != StatusUp {
+			if got := m.state[n3.UID()].Status; got != StatusUp {
 				t.Fatalf("n3 is %s, want still up (stable-after has not passed)", got)
 			}
 		})

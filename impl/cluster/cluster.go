@@ -9,21 +9,24 @@
 // gossips its own observations, so the resolver can also see indirectly
 // connected members. Age is an up-number allocated from the journal at
 // join, never a wall clock.
+//
+// Every decision — failure detection, the resolver's, merging gossip,
+// status changes, joining, leaving — is taken by MembershipState, a pure
+// state machine (membership_state.go) that a simulation can drive over a
+// virtual network; Cluster is its driver over memberlist, the journal and
+// the node's clock.
 package cluster
 
 import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"maps"
 	"net"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -31,7 +34,6 @@ import (
 
 	"github.com/shardtest/shardtest/impl/clock"
 	"github.com/shardtest/shardtest/impl/peer"
-	"github.com/shardtest/shardtest/protocol"
 	"github.com/shardtest/shardtest/protocol/journal"
 	"github.com/shardtest/shardtest/protocol/kit"
 )
@@ -171,40 +173,29 @@ func (c *Config) validate() error {
 // Cluster is one member's membership service. Create it with New, run it
 // with Run; it ends when its context ends, when it has left, or when it is
 // downed.
+//
+// Cluster decides nothing itself: every decision is its MembershipState's.
+// It drives that machine — steps it under its lock with the clock's
+// Elapsed reading, on its ticker, on what its transport delivers and on
+// the calls of its API — and carries out the effects the machine asks for:
+// the events and logs, the signals (Changed, Downed, Left), and the I/O
+// over its Transport and journal.
 type Cluster struct {
-	cfg  Config
-	log  *slog.Logger
-	self Member
+	cfg Config
+	log *slog.Logger
 
-	mu     sync.Mutex
-	tr     Transport // nil until started
-	joined bool
-	state  gossip
-	// lastHeard, unreachAt and the stability marks are readings of the
-	// clock's Elapsed: a clock bump must not make a member look silent or a
-	// problem look stable.
-	lastHeard map[string]time.Duration
-	reachable map[string]bool
-	unreachAt map[string]time.Duration // for auto-down
-	// downSeen: members this node saw downed, for the down notices.
-	downSeen map[string]time.Duration
-	// lastTick is the Elapsed reading of the last tick; thawedAt that of
-	// the tick that found the one before it more than FailureTimeout ago
-	// (the process was frozen — a GC pause, SIGSTOP — or starved), for Fresh.
-	// Atomics: Fresh runs on every entity request and takes no lock.
-	lastTick, thawedAt atomic.Int64 // Elapsed readings
-	ticked, thawed     atomic.Bool
-	// incarnations: the incarnations seen at each gossip address before
-	// joining (from memberlist's join notices), for Config.Previous.
-	incarnations map[string]map[string]bool
-	obsVersion   uint64
-	version      uint64
-	changed      chan struct{}
-	dirty        bool
-	resolver     resolver
-	pushing      map[string]bool
+	mu      sync.Mutex
+	m       *MembershipState
+	tr      Transport // nil until started
+	changed chan struct{}
+	// fresh is the machine's Freshness after its last tick, for Fresh,
+	// which runs on every entity request and takes no lock.
+	fresh atomic.Pointer[Freshness]
+	// pushing: the addresses a state push is in flight to (at most one per
+	// address).
+	pushing map[string]bool
 	// pushes tracks state pushes in flight; Run waits for them before it
-	// shuts memberlist down.
+	// shuts the transport down.
 	pushes   sync.WaitGroup
 	stopping bool // no new pushes once set (under mu)
 
@@ -225,23 +216,27 @@ func New(cfg Config) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Cluster{
-		cfg:          cfg,
-		self:         Member{Name: cfg.Name, Incarnation: inc, HTTPAddr: cfg.HTTPAddr, PeerAddr: cfg.PeerAddr, Roles: slices.Clone(cfg.Roles)},
-		state:        gossip{},
-		lastHeard:    map[string]time.Duration{},
-		reachable:    map[string]bool{},
-		unreachAt:    map[string]time.Duration{},
-		downSeen:     map[string]time.Duration{},
-		incarnations: map[string]map[string]bool{},
-		changed:      make(chan struct{}),
-		pushing:      map[string]bool{},
-		bound:        make(chan struct{}),
-		downed:       make(chan struct{}),
-		leaveDone:    make(chan struct{}),
+	self := Member{Name: cfg.Name, Incarnation: inc, HTTPAddr: cfg.HTTPAddr, PeerAddr: cfg.PeerAddr, Roles: slices.Clone(cfg.Roles)}
+	return newCluster(cfg, self), nil
+}
+
+// newCluster drives a new MembershipState of self under cfg (defaulted,
+// except in tests that set only what they use).
+func newCluster(cfg Config, self Member) *Cluster {
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
 	}
-	c.log = cfg.Logger.With("member", c.self.UID())
-	return c, nil
+	return &Cluster{
+		cfg:       cfg,
+		log:       logger.With("member", self.UID()),
+		m:         NewMembershipState(cfg.membershipConfig(), self),
+		changed:   make(chan struct{}),
+		pushing:   map[string]bool{},
+		bound:     make(chan struct{}),
+		downed:    make(chan struct{}),
+		leaveDone: make(chan struct{}),
+	}
 }
 
 func newIncarnation(random io.Reader) (string, error) {
@@ -262,21 +257,18 @@ func newIncarnation(random io.Reader) (string, error) {
 // on thawing, the frozen node answered a read waiting in its socket from
 // an entity whose shard had moved, with state 26 writes old.)
 func (c *Cluster) Fresh() bool {
-	if !c.ticked.Load() {
+	f := c.fresh.Load()
+	if f == nil {
 		return true
 	}
-	now := c.cfg.Clock.Elapsed()
-	if now-time.Duration(c.lastTick.Load()) > c.cfg.FailureTimeout {
-		return false
-	}
-	return !c.thawed.Load() || now-time.Duration(c.thawedAt.Load()) >= c.cfg.FailureTimeout
+	return f.At(c.cfg.Clock.Elapsed(), c.cfg.FailureTimeout)
 }
 
 // Self returns this member (its up-number is 0 until allocated).
 func (c *Cluster) Self() Member {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.self
+	return c.m.Self()
 }
 
 // Bound is closed once the gossip transport is bound: Self().GossipAddr is
@@ -296,18 +288,11 @@ func (c *Cluster) Changed() <-chan struct{} {
 	return c.changed
 }
 
-// bumpLocked records a change of the view and wakes Changed waiters.
-func (c *Cluster) bumpLocked() {
-	c.version++
-	close(c.changed)
-	c.changed = make(chan struct{})
-}
-
 // Snapshot implements Membership.
 func (c *Cluster) Snapshot() Snapshot {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.snapshotLocked()
+	return c.m.Snapshot()
 }
 
 // SelfStatus is Snapshot().Self.Status without building the view: what
@@ -315,62 +300,146 @@ func (c *Cluster) Snapshot() Snapshot {
 func (c *Cluster) SelfStatus() Status {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if r, ok := c.state[c.self.UID()]; ok && c.joined {
-		return r.Status
-	}
-	return StatusJoining
+	return c.m.SelfStatus()
 }
 
 // Find implements Membership: the member uid as Snapshot would show it.
 func (c *Cluster) Find(uid string) (MemberState, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	r, ok := c.state[uid]
-	self := c.self.UID()
-	if !ok || uid == self && !c.joined {
-		return MemberState{}, false
-	}
-	return MemberState{Member: r.Member, Status: r.Status, Reachable: uid == self || c.reachable[uid]}, true
+	return c.m.Find(uid)
 }
 
-func (c *Cluster) snapshotLocked() Snapshot {
-	s := Snapshot{Version: c.version}
-	uid := c.self.UID()
-	s.Self = MemberState{Member: c.self, Status: StatusJoining, Reachable: true}
-	if r, ok := c.state[uid]; ok && c.joined {
-		s.Self.Status = r.Status
+// stepLocked steps the machine at the clock's Elapsed reading and carries
+// out the local effects at once, under the lock, so that the events of
+// concurrent steps are logged in the order the machine took them. It
+// returns the I/O effects, for carryOut without the lock.
+func (c *Cluster) stepLocked(in Input) []Effect {
+	effs := c.m.Step(c.cfg.Clock.Elapsed(), in)
+	if _, ok := in.(InTick); ok {
+		f := c.m.Freshness()
+		c.fresh.Store(&f)
 	}
-	for id, r := range c.state {
-		if id == uid && !c.joined {
-			continue
+	var io []Effect
+	for _, e := range effs {
+		switch e := e.(type) {
+		case Emit:
+			c.cfg.Events.Append(e.Event)
+		case Log:
+			c.log.Log(context.Background(), e.Level, e.Msg, e.Args...)
+		case ViewChanged:
+			close(c.changed)
+			c.changed = make(chan struct{})
+		case SelfDowned:
+			c.downedOnce.Do(func() { close(c.downed) })
+		case LeftCluster:
+			c.leaveOnce.Do(func() { close(c.leaveDone) })
+		default:
+			io = append(io, e)
 		}
-		ms := MemberState{Member: r.Member, Status: r.Status, Reachable: id == uid || c.reachable[id]}
-		if r.Status.Final() {
-			s.Gone = append(s.Gone, ms)
-		} else {
-			s.Members = append(s.Members, ms)
+	}
+	return io
+}
+
+// exec steps in and carries out its effects, then steps the outcomes of
+// those that have one (a journal append, a join attempt, a wait), until
+// none is left. It returns a Rejected effect's error, or why ctx ended a
+// wait.
+func (c *Cluster) exec(ctx context.Context, in Input) error {
+	queue := []Input{in}
+	for len(queue) > 0 {
+		in := queue[0]
+		queue = queue[1:]
+		c.mu.Lock()
+		effs := c.stepLocked(in)
+		c.mu.Unlock()
+		next, err := c.carryOut(ctx, effs)
+		if err != nil {
+			return err
+		}
+		queue = append(queue, next...)
+	}
+	return nil
+}
+
+// carryOut carries out I/O effects in order, and returns the inputs that
+// report their outcomes. Called from a transport's callback it meets only
+// PushState, which runs in a goroutine: it never calls back into the
+// transport there.
+func (c *Cluster) carryOut(ctx context.Context, effs []Effect) ([]Input, error) {
+	var next []Input
+	var rejected error
+	var wg sync.WaitGroup // the pushes of these effects
+	for _, e := range effs {
+		switch e := e.(type) {
+		case Rejected:
+			rejected = e.Err
+		case SendDatagram:
+			what := "heartbeat"
+			if e.DownNotice != "" {
+				what = "down notice"
+			}
+			if err := c.transport().Send(e.To, e.Msg); err != nil {
+				c.log.Debug(what, "to", e.To, "err", err)
+			}
+		case PushState:
+			c.goPush(ctx, e.To, e.Msg, &wg)
+		case AwaitPushes:
+			wg.Wait()
+		case AllocateUpNumber:
+			if e.After > 0 {
+				if err := c.cfg.Clock.Sleep(ctx, e.After); err != nil {
+					return nil, fmt.Errorf("cluster: allocate up-number: %w", err)
+				}
+			}
+			actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			seq, err := c.cfg.Journal.Append(actx, UpNumbersID, journal.AnySeq, journal.NoEpoch, [][]byte{e.Payload})
+			cancel()
+			if err != nil && ctx.Err() != nil {
+				return nil, fmt.Errorf("cluster: allocate up-number: %w", ctx.Err())
+			}
+			next = append(next, InUpNumber{UpNumber: seq, Err: err})
+		case JoinSeeds:
+			n, err := c.transport().Join(e.Addrs)
+			next = append(next, InJoinResult{Answered: n, Err: err})
+		case RetryJoin:
+			if err := c.cfg.Clock.Sleep(ctx, e.After); err != nil {
+				return nil, fmt.Errorf("cluster: join: %w", err)
+			}
+			next = append(next, InJoinTick{})
+		case Rejoin:
+			if n, err := c.transport().Join(e.Addrs); n > 0 {
+				c.log.Debug("re-joined", "contacted", n)
+			} else if err != nil {
+				c.log.Debug("re-join found nobody", "addrs", e.Addrs, "err", err)
+			}
+		case LeaveTransport:
+			if tr := c.transport(); tr != nil {
+				if err := tr.Leave(e.Timeout); err != nil {
+					c.log.Debug("gossip leave", "err", err)
+				}
+			}
+			next = append(next, InTransportLeft{})
+		default:
+			panic(fmt.Sprintf("cluster: effect %T has no driver", e))
 		}
 	}
-	byAge := func(a []MemberState) {
-		sort.Slice(a, func(i, j int) bool { return a[i].IsOlderThan(a[j].Member) })
-	}
-	byAge(s.Members)
-	byAge(s.Gone)
-	return s
+	return next, rejected
+}
+
+func (c *Cluster) transport() Transport {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.tr
 }
 
 // Run joins the cluster and serves membership until ctx ends, the member
 // has left, or it has been downed. It allocates the up-number first,
 // waiting for the journal as long as it takes.
 func (c *Cluster) Run(ctx context.Context) error {
-	up, err := c.allocateUpNumber(ctx)
-	if err != nil {
+	if err := c.exec(ctx, InStart{}); err != nil {
 		return err
 	}
-	c.mu.Lock()
-	c.self.UpNumber = up
-	c.mu.Unlock()
-
 	if err := c.startTransport(); err != nil {
 		return err
 	}
@@ -381,7 +450,8 @@ func (c *Cluster) Run(ctx context.Context) error {
 		c.mu.Unlock()
 		c.pushes.Wait()
 	}()
-	if err := c.join(ctx); err != nil {
+	// The join's attempts and waits come back as inputs until it joined.
+	if err := c.exec(ctx, InJoinTick{}); err != nil {
 		return err
 	}
 
@@ -400,53 +470,17 @@ func (c *Cluster) Run(ctx context.Context) error {
 		case <-c.leaveDone:
 			return nil
 		case <-c.downed:
-			c.pushState(ctx, true) // tell whoever still listens
+			_ = c.exec(ctx, InFarewell{}) // tell whoever still listens
 			return nil
 		case <-t.C():
-			c.tick(loopCtx)
+			_ = c.exec(loopCtx, InTick{})
 		}
-	}
-}
-
-// firstEver reports whether m holds the journal's first up-number.
-func firstEver(m Member) bool { return m.UpNumber == 1 }
-
-func (c *Cluster) allocateUpNumber(ctx context.Context) (int64, error) {
-	payload, _ := json.Marshal(struct {
-		UID  string `json:"uid"`
-		Addr string `json:"http_addr"`
-	}{c.self.UID(), c.self.HTTPAddr})
-	backoff := 200 * time.Millisecond
-	reported := false
-	for {
-		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		seq, err := c.cfg.Journal.Append(actx, UpNumbersID, journal.AnySeq, journal.NoEpoch, [][]byte{payload})
-		cancel()
-		if err == nil {
-			return seq, nil
-		}
-		if ctx.Err() != nil {
-			return 0, fmt.Errorf("cluster: allocate up-number: %w", ctx.Err())
-		}
-		if !reported {
-			c.cfg.Events.Append(protocol.Event{Type: protocol.EventJournalUnavailable, Detail: "allocating up-number: " + err.Error()})
-			reported = true
-		}
-		// An unknown outcome may have allocated a number that is then never
-		// used: harmless, up-numbers need only be unique and ordered.
-		c.log.Warn("cannot allocate up-number from the journal; retrying", "err", err)
-		if err := c.cfg.Clock.Sleep(ctx, backoff); err != nil {
-			return 0, fmt.Errorf("cluster: allocate up-number: %w", err)
-		}
-		backoff = min(2*backoff, 2*time.Second)
 	}
 }
 
 func (c *Cluster) startTransport() error {
-	c.mu.Lock()
-	uid := c.self.UID()
-	c.mu.Unlock()
-	c.cfg.Events.SetIncarnation(c.self.Incarnation)
+	uid := c.Self().UID()
+	c.cfg.Events.SetIncarnation(c.Self().Incarnation)
 	tr, err := c.cfg.Transport(uid, (*receiver)(c))
 	if err != nil {
 		return err
@@ -459,136 +493,14 @@ func (c *Cluster) startTransport() error {
 }
 
 func (c *Cluster) shutdownTransport() {
-	c.mu.Lock()
-	tr := c.tr
-	c.mu.Unlock()
-	if tr != nil {
+	if tr := c.transport(); tr != nil {
 		if err := tr.Shutdown(); err != nil {
 			c.log.Warn("gossip transport shutdown", "err", err)
 		}
 	}
 }
 
-// join contacts the seeds until one answers; the first seed bootstraps a
-// new cluster at once if it is the first member the journal ever gave an
-// up-number to, else if no seed answers within SeedTimeout (unless
-// JoinOnly).
-func (c *Cluster) join(ctx context.Context) error {
-	self := c.Self()
-	var others []string
-	for _, s := range c.cfg.Seeds {
-		if s != self.GossipAddr {
-			others = append(others, s)
-		}
-	}
-	firstSeed := len(c.cfg.Seeds) == 0 || c.cfg.Seeds[0] == self.GossipAddr
-	first := firstSeed && !c.cfg.JoinOnly
-	afterGone := firstSeed && c.cfg.JoinOnly && c.cfg.Previous != nil
-	start := c.cfg.Clock.Elapsed()
-	for {
-		if first && firstEver(self) {
-			// Up-number 1: no member was ever allocated one from this
-			// journal before this one, and every member allocates before
-			// it joins, so no cluster exists to be joined, and asking the
-			// other seeds (each unreachable one costs a connect timeout)
-			// and waiting for one is time lost. The other seeds never
-			// bootstrap; they join this one. A restarted first seed has a
-			// later number, and waits as before.
-			c.log.Info("the first member of this journal: bootstrapping a new cluster")
-			break
-		}
-		if len(others) > 0 {
-			n, err := c.tr.Join(others)
-			if n > 0 && c.knowsMembers() {
-				break
-			}
-			// Seeds that answer but have not joined a cluster themselves
-			// (restarted members waiting, like this one, on the far side
-			// of a partition) are no cluster to join: as in Akka, only a
-			// member acknowledges a join. Joining each other would make
-			// an island with its own singletons.
-			c.log.Debug("no member of a cluster answered", "answered", n, "err", err)
-		}
-		if first && c.cfg.Clock.Elapsed()-start >= c.cfg.SeedTimeout {
-			c.log.Info("no seed answered; bootstrapping a new cluster")
-			break
-		}
-		if afterGone && c.cfg.Clock.Elapsed()-start >= c.cfg.DownNoticeFor {
-			if gone, why := c.previousGone(); gone {
-				c.log.Info("the cluster that downed this node is gone; bootstrapping a new cluster", "why", why)
-				c.cfg.Events.Append(protocol.Event{Type: protocol.EventDowningDecision, Detail: "bootstrapping: the previous cluster is gone (" + why + ")"})
-				break
-			}
-		}
-		if err := c.cfg.Clock.Sleep(ctx, 500*time.Millisecond); err != nil {
-			return fmt.Errorf("cluster: join: %w", err)
-		}
-	}
-	c.mu.Lock()
-	c.joined = true
-	c.state.merge(&record{Member: c.self, Status: StatusUp})
-	c.noteNewLocked(c.self.UID())
-	c.dirty = true
-	c.bumpLocked()
-	c.mu.Unlock()
-	c.pushState(ctx, false)
-	return nil
-}
-
-// inGoodStandingLocked reports whether this node is a member that may
-// vouch for others: joined, and neither down nor removed.
-func (c *Cluster) inGoodStandingLocked() bool {
-	if !c.joined {
-		return false
-	}
-	r := c.state[c.self.UID()]
-	return r != nil && !r.Status.Final()
-}
-
-// knowsMembers reports whether this member has learnt of another member
-// that is not down or removed: state that only members of a cluster hand
-// out (an unjoined node shares none, see LocalState and NotifyJoin).
-// previousGone reports whether every member of Config.Previous other than
-// this node's own is down or removed there, or has been seen since as a
-// newer incarnation at its address.
-func (c *Cluster) previousGone() (bool, string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var replaced []string
-	for _, m := range c.cfg.Previous.Members {
-		if m.Name == c.self.Name || m.Status.Final() {
-			continue
-		}
-		newer := false
-		for inc := range c.incarnations[m.GossipAddr] {
-			if inc != m.Incarnation {
-				newer = true
-			}
-		}
-		if !newer {
-			return false, ""
-		}
-		replaced = append(replaced, m.UID())
-	}
-	sort.Strings(replaced)
-	if len(replaced) == 0 {
-		return true, "every other member was downed or removed"
-	}
-	return true, "the others were downed, or restarted as new processes: " + strings.Join(replaced, ",")
-}
-
-func (c *Cluster) knowsMembers() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for uid, r := range c.state {
-		if uid != c.self.UID() && !r.Status.Final() {
-			return true
-		}
-	}
-	return false
-}
-
-// rejoinLoop re-joins known members memberlist has lost, so that the
+// rejoinLoop re-joins known members the transport has lost, so that the
 // cluster merges again after a long partition.
 func (c *Cluster) rejoinLoop(ctx context.Context) {
 	t := c.cfg.Clock.NewTicker(c.cfg.RejoinInterval)
@@ -599,414 +511,36 @@ func (c *Cluster) rejoinLoop(ctx context.Context) {
 			return
 		case <-t.C():
 		}
-		alive := map[string]bool{}
-		for _, a := range c.tr.Alive() {
-			alive[a] = true
-		}
-		snap := c.Snapshot()
-		want := map[string]bool{}
-		for _, s := range c.cfg.Seeds {
-			want[s] = true
-		}
-		for _, m := range snap.Members {
-			want[m.GossipAddr] = true
-		}
-		var addrs []string
-		for a := range want {
-			if !alive[a] && a != snap.Self.GossipAddr {
-				addrs = append(addrs, a)
-			}
-		}
-		if len(addrs) == 0 {
-			continue
-		}
-		sort.Strings(addrs)
-		if n, err := c.tr.Join(addrs); n > 0 {
-			c.log.Debug("re-joined", "contacted", n)
-		} else if err != nil {
-			c.log.Debug("re-join found nobody", "addrs", addrs, "err", err)
-		}
+		_ = c.exec(ctx, InRejoinTick{Alive: c.transport().Alive()})
 	}
 }
 
-// judgeLocked runs the failure detector and the resolver (no I/O), and
-// returns the clock's Elapsed reading it judged at.
-func (c *Cluster) judgeLocked() time.Duration {
-	now := c.cfg.Clock.Elapsed()
-	if last := time.Duration(c.lastTick.Load()); c.ticked.Load() && now-last > c.cfg.FailureTimeout {
-		c.thawedAt.Store(int64(now))
-		c.thawed.Store(true)
-		c.log.Warn("this member was frozen or starved; not fresh for a failure timeout", "silent", now-last)
-	}
-	c.lastTick.Store(int64(now))
-	c.ticked.Store(true)
-	selfUID := c.self.UID()
-	var unreach []string
-	// In a fixed order: the events it logs, and so a simulation's run,
-	// must not depend on a map's.
-	for _, uid := range slices.Sorted(maps.Keys(c.state)) {
-		r := c.state[uid]
-		if uid == selfUID || r.Status.Final() {
-			continue
-		}
-		ok := now-c.lastHeard[uid] <= c.cfg.FailureTimeout
-		if was, seen := c.reachable[uid]; !seen || was != ok {
-			c.reachable[uid] = ok
-			if ok {
-				delete(c.unreachAt, uid)
-				if seen {
-					c.cfg.Events.Append(protocol.Event{Type: protocol.EventMemberReachable, Member: uid})
-				}
-			} else {
-				c.unreachAt[uid] = now
-				c.cfg.Events.Append(protocol.Event{Type: protocol.EventMemberUnreachable, Member: uid})
-				c.log.Info("member unreachable", "peer", uid)
-			}
-			c.bumpLocked()
-		}
-		if !ok {
-			unreach = append(unreach, uid)
-		}
-	}
-	sort.Strings(unreach)
-	if me := c.state[selfUID]; me != nil && !slices.Equal(me.Unreachable, unreach) {
-		c.obsVersion++
-		me.ObsVersion = c.obsVersion
-		me.Unreachable = unreach
-		c.dirty = true
-	}
-	if me := c.state[selfUID]; me != nil && !me.Status.Final() {
-		c.resolveLocked(now)
-	}
-	return now
-}
-
-// tick runs the failure detector and the resolver, then sends heartbeats
-// and, if the state changed, pushes it.
-func (c *Cluster) tick(ctx context.Context) {
-	c.mu.Lock()
-	now := c.judgeLocked()
-	selfUID := c.self.UID()
-	hb := c.heartbeatLocked(nil)
-	var targets []string
-	live := map[string]bool{}
-	for uid, r := range c.state {
-		if uid != selfUID && !r.Status.Final() {
-			targets = append(targets, r.Member.GossipAddr)
-			live[r.Member.GossipAddr] = true
-		}
-	}
-	slices.Sort(targets) // sent in a fixed order
-	notices := map[string][]byte{}
-	for uid, at := range c.downSeen {
-		r := c.state[uid]
-		if r == nil || r.Status != StatusDown || now-at > c.cfg.DownNoticeFor {
-			delete(c.downSeen, uid)
-			continue
-		}
-		if !live[r.Member.GossipAddr] && !c.cfg.BlindToOneWay { // not once a new incarnation holds the address
-			notices[r.Member.GossipAddr] = c.heartbeatLocked(r)
-		}
-	}
-	push := c.dirty
-	c.dirty = false
-	c.mu.Unlock()
-
-	for _, a := range targets {
-		if err := c.tr.Send(a, hb); err != nil {
-			c.log.Debug("heartbeat", "to", a, "err", err)
-		}
-	}
-	for _, a := range slices.Sorted(maps.Keys(notices)) {
-		if err := c.tr.Send(a, notices[a]); err != nil {
-			c.log.Debug("down notice", "to", a, "err", err)
-		}
-	}
-	if push {
-		c.pushState(ctx, false)
-	}
-}
-
-// resolveLocked is the split-brain resolver's clock-driven part.
-func (c *Cluster) resolveLocked(now time.Duration) {
-	d := c.cfg.Downing
-	selfUID := c.self.UID()
-	if d.Strategy == AutoDown {
-		var down []string
-		for uid, at := range c.unreachAt {
-			if r := c.state[uid]; r != nil && !r.Status.Final() && now-at >= d.AutoDownAfter {
-				down = append(down, uid)
-			}
-		}
-		if len(down) > 0 {
-			sort.Strings(down)
-			c.applyLocked(decision{down: down, reason: "auto-down: unreachable for " + d.AutoDownAfter.String()})
-		}
-		return
-	}
-	v := view{self: selfUID, observations: map[string][]string{}}
-	for uid, r := range c.state {
-		if r.Status.Final() {
-			continue
-		}
-		v.members = append(v.members, MemberState{Member: r.Member, Status: r.Status, Reachable: uid == selfUID || c.reachable[uid]})
-		if len(r.Unreachable) > 0 {
-			v.observations[uid] = r.Unreachable
-		}
-	}
-	if dec := c.resolver.step(d, now, v); !dec.empty() {
-		c.applyLocked(dec)
-	}
-}
-
-// applyLocked marks members down.
-func (c *Cluster) applyLocked(d decision) {
-	c.cfg.Events.Append(protocol.Event{Type: protocol.EventDowningDecision, Detail: d.reason + "; down: " + strings.Join(d.down, ",")})
-	c.log.Warn("split-brain resolver decided", "reason", d.reason, "down", d.down)
-	for _, uid := range d.down {
-		r := c.state[uid]
-		if r == nil || r.Status.Final() {
-			continue
-		}
-		c.setStatusLocked(r, StatusDown, d.reason)
-	}
-	c.resolver.reset()
-}
-
-// setStatusLocked moves r forward to st, logging and acting on it.
-func (c *Cluster) setStatusLocked(r *record, st Status, reason string) {
-	before := r.Status
-	if !c.state.merge(&record{Member: r.Member, Status: st, DownReason: reason}) {
-		return
-	}
-	c.dirty = true
-	c.noteStatusLocked(r.Member.UID(), before)
-	c.bumpLocked()
-}
-
-// noteStatusLocked logs a status change of uid and reacts to this member
-// being downed.
-func (c *Cluster) noteStatusLocked(uid string, before Status) {
-	r := c.state[uid]
-	if r == nil || r.Status == before {
-		return
-	}
-	selfUID := c.self.UID()
-	switch r.Status {
-	case StatusLeaving:
-		c.cfg.Events.Append(protocol.Event{Type: protocol.EventMemberLeaving, Member: uid})
-	case StatusRemoved:
-		c.cfg.Events.Append(protocol.Event{Type: protocol.EventMemberRemoved, Member: uid})
-	case StatusDown:
-		if uid == selfUID {
-			c.cfg.Events.Append(protocol.Event{Type: protocol.EventSelfDowned, Member: uid, Detail: r.DownReason})
-			c.log.Warn("this member was downed", "reason", r.DownReason)
-			c.downedOnce.Do(func() { close(c.downed) })
-		} else {
-			c.cfg.Events.Append(protocol.Event{Type: protocol.EventMemberDowned, Member: uid, Detail: r.DownReason})
-			c.downSeen[uid] = c.cfg.Clock.Elapsed()
-		}
-	}
-	if r.Status.Final() {
-		delete(c.reachable, uid)
-		delete(c.unreachAt, uid)
-		delete(c.lastHeard, uid)
-		c.state.pruneGone(c.cfg.MaxGone)
-	}
-}
-
-// noteNewLocked handles a member seen for the first time.
-func (c *Cluster) noteNewLocked(uid string) {
-	r := c.state[uid]
-	if r == nil {
-		return
-	}
-	if r.Status.Final() {
-		if uid == c.self.UID() && r.Status == StatusDown {
-			c.noteStatusLocked(uid, StatusUp)
-		}
-		return
-	}
-	c.lastHeard[uid] = c.cfg.Clock.Elapsed() // grace period before judging it
-	c.cfg.Events.Append(protocol.Event{Type: protocol.EventMemberUp, Member: uid, Detail: r.Member.String()})
-	// A newer incarnation at the same address proves the older process is
-	// gone (it held the port): down the old one at once.
-	for id, o := range c.state {
-		if id == uid || o.Status.Final() || o.Member.GossipAddr != r.Member.GossipAddr {
-			continue
-		}
-		older, newer := o, r
-		if r.Member.IsOlderThan(o.Member) {
-			older, newer = r, o
-		}
-		c.cfg.Events.Append(protocol.Event{Type: protocol.EventIncarnationReplaced, Member: older.Member.UID(), Detail: "by " + newer.Member.UID()})
-		c.setStatusLocked(older, StatusDown, "replaced by new incarnation "+newer.Member.UID())
-	}
-}
-
-// mergeLocked folds remote records into the state.
-func (c *Cluster) mergeLocked(recs []*record) {
-	changed := false
-	for _, r := range recs {
-		if r == nil {
-			continue
-		}
-		uid := r.Member.UID()
-		if uid == c.self.UID() && r.Status == StatusUp && !c.joined {
-			continue // our own record comes from us
-		}
-		prev, known := c.state[uid]
-		var before Status
-		if known {
-			before = prev.Status
-		}
-		if !c.state.merge(r) {
-			continue
-		}
-		changed = true
-		if !known {
-			c.noteNewLocked(uid)
-		} else {
-			c.noteStatusLocked(uid, before)
-		}
-	}
-	if changed {
-		c.bumpLocked()
-	}
-}
-
-// heartbeat is the datagram every member sends every other member. It
-// carries the sender's own reachability observation, so that a member
-// whose outgoing packets are lost (a one-way partition: it hears everyone,
-// nobody hears it, and no TCP push gets through either way) still learns
-// that the others find it unreachable, and can down itself before they
-// act. A heartbeat to a member the sender knows is down carries that
-// member's down record instead (the down notice).
-type heartbeat struct {
-	From   string `json:"f"`
-	Addr   string `json:"a"`
-	Digest uint64 `json:"d"`
-	// ObsVersion and Unreachable are the sender's observation.
-	ObsVersion  uint64   `json:"ov,omitempty"`
-	Unreachable []string `json:"u,omitempty"`
-	// Down is the receiver's own record, down, in a down notice.
-	Down *record `json:"down,omitempty"`
-}
-
-const (
-	msgHeartbeat byte = 'h'
-	msgState     byte = 's'
-)
-
-// heartbeatLocked encodes a heartbeat; down, if not nil, makes it a down
-// notice for that member.
-func (c *Cluster) heartbeatLocked(down *record) []byte {
-	hb := heartbeat{From: c.self.UID(), Addr: c.self.GossipAddr, Digest: c.state.digest(), Down: down}
-	if me := c.state[c.self.UID()]; me != nil {
-		hb.ObsVersion, hb.Unreachable = me.ObsVersion, me.Unreachable
-	}
-	b, _ := json.Marshal(hb)
-	return append([]byte{msgHeartbeat}, b...)
-}
-
-// onMessage handles a user message from memberlist (heartbeat or state).
-func (c *Cluster) onMessage(buf []byte) {
-	if len(buf) < 2 {
-		return
-	}
-	switch buf[0] {
-	case msgHeartbeat:
-		var hb heartbeat
-		if json.Unmarshal(buf[1:], &hb) != nil {
-			return
-		}
-		c.mu.Lock()
-		r := c.state[hb.From]
-		if r != nil && !r.Status.Final() {
-			c.lastHeard[hb.From] = c.cfg.Clock.Elapsed()
-		}
-		// Only a member this one knows speaks for itself (as for joins:
-		// only members vouch), and only once this one has joined.
-		if r != nil && c.joined && !c.cfg.BlindToOneWay {
-			if hb.ObsVersion > r.ObsVersion {
-				c.mergeLocked([]*record{{Member: r.Member, Status: r.Status, ObsVersion: hb.ObsVersion, Unreachable: hb.Unreachable}})
-			}
-			if d := hb.Down; d != nil && d.Status == StatusDown && d.Member.UID() == c.self.UID() {
-				c.mergeLocked([]*record{d})
-			}
-		}
-		differ := c.joined && hb.Digest != c.state.digest()
-		c.mu.Unlock()
-		if differ && hb.Addr != "" {
-			c.goPush(context.Background(), hb.Addr, nil)
-		}
-	case msgState:
-		var recs []*record
-		if json.Unmarshal(buf[1:], &recs) != nil {
-			return
-		}
-		c.mu.Lock()
-		c.mergeLocked(recs)
-		c.mu.Unlock()
-	}
-}
-
-func (c *Cluster) encodeStateLocked() []byte {
-	b, _ := json.Marshal(c.state.records())
-	return append([]byte{msgState}, b...)
-}
-
-// pushState sends the full state to every non-final member; with wait it
-// returns only when every send finished.
-func (c *Cluster) pushState(ctx context.Context, wait bool) {
-	c.mu.Lock()
-	var addrs []string
-	for uid, r := range c.state {
-		if uid != c.self.UID() && !r.Status.Final() {
-			addrs = append(addrs, r.Member.GossipAddr)
-		}
-	}
-	c.mu.Unlock()
-	var wg sync.WaitGroup
-	for _, a := range addrs {
-		c.goPush(ctx, a, &wg)
-	}
-	if wait {
-		wg.Wait()
-	}
-}
-
-// goPush runs pushTo in a goroutine Run waits for; wg, if not nil, is
-// also told when it is done.
-func (c *Cluster) goPush(ctx context.Context, addr string, wg *sync.WaitGroup) {
+// goPush runs pushTo in a goroutine Run waits for; wg is also told when it
+// is done.
+func (c *Cluster) goPush(ctx context.Context, addr string, msg []byte, wg *sync.WaitGroup) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.stopping {
 		return
 	}
 	c.pushes.Add(1)
-	if wg != nil {
-		wg.Add(1)
-	}
+	wg.Add(1)
 	go func() {
 		defer c.pushes.Done()
-		if wg != nil {
-			defer wg.Done()
-		}
-		c.pushTo(ctx, addr)
+		defer wg.Done()
+		c.pushTo(ctx, addr, msg)
 	}()
 }
 
-// pushTo sends the full state to one address over a stream, at most one
-// push in flight per address.
-func (c *Cluster) pushTo(ctx context.Context, addr string) {
+// pushTo sends the full state msg to one address over a stream, at most
+// one push in flight per address.
+func (c *Cluster) pushTo(ctx context.Context, addr string, msg []byte) {
 	c.mu.Lock()
 	if c.pushing[addr] || c.tr == nil || ctx.Err() != nil {
 		c.mu.Unlock()
 		return
 	}
 	c.pushing[addr] = true
-	msg := c.encodeStateLocked()
 	tr := c.tr
 	c.mu.Unlock()
 	defer func() {
@@ -1029,68 +563,19 @@ var ErrUnknownMember = errors.New("cluster: unknown member")
 // is then treated as any downed one (its shards move after the removal
 // margin). Downing an already downed or removed member is a no-op.
 func (c *Cluster) Down(uid string) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if !c.joined {
-		return errors.New("cluster: not joined yet")
-	}
-	r := c.state[uid]
-	if r == nil {
-		return fmt.Errorf("%w: %s", ErrUnknownMember, uid)
-	}
-	if r.Status.Final() {
-		return nil
-	}
-	const reason = "downed by an operator"
-	c.cfg.Events.Append(protocol.Event{Type: protocol.EventDowningDecision, Detail: reason + "; down: " + uid})
-	c.log.Warn("member downed by an operator", "down", uid)
-	c.setStatusLocked(r, StatusDown, reason)
-	return nil
+	return c.exec(context.Background(), InDown{UID: uid})
 }
 
 // BeginLeave marks this member Leaving: it stays a member while it hands
 // over what it runs; then FinishLeave removes it.
 func (c *Cluster) BeginLeave() error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	r := c.state[c.self.UID()]
-	if r == nil || !c.joined {
-		return errors.New("cluster: not joined yet")
-	}
-	if r.Status.Final() {
-		return fmt.Errorf("cluster: cannot leave: this member is %s", r.Status)
-	}
-	c.setStatusLocked(r, StatusLeaving, "")
-	return nil
+	return c.exec(context.Background(), InBeginLeave{})
 }
 
 // FinishLeave marks this member Removed, tells the others, and leaves
 // memberlist; Run then returns.
 func (c *Cluster) FinishLeave(ctx context.Context) error {
-	c.mu.Lock()
-	r := c.state[c.self.UID()]
-	if r == nil || !c.joined {
-		c.mu.Unlock()
-		return errors.New("cluster: not joined yet")
-	}
-	if r.Status == StatusDown {
-		c.mu.Unlock()
-		return errors.New("cluster: cannot leave: this member was downed")
-	}
-	c.setStatusLocked(r, StatusRemoved, "")
-	tr := c.tr
-	c.mu.Unlock()
-	c.pushState(ctx, true)
-	if tr != nil {
-		if err := tr.Leave(time.Second); err != nil {
-			c.log.Debug("gossip leave", "err", err)
-		}
-	}
-	c.leaveOnce.Do(func() {
-		c.cfg.Events.Append(protocol.Event{Type: protocol.EventLeaveCompleted})
-		close(c.leaveDone)
-	})
-	return nil
+	return c.exec(ctx, InFinishLeave{})
 }
 
 // receiver is the Cluster as its transport's Receiver. The transport calls
@@ -1100,64 +585,33 @@ type receiver Cluster
 func (d *receiver) Bound(addr string) {
 	c := (*Cluster)(d)
 	c.mu.Lock()
-	c.self.GossipAddr = addr
+	c.stepLocked(InBound{Addr: addr})
 	c.mu.Unlock()
 }
 
 func (d *receiver) Meta() []byte {
 	c := (*Cluster)(d)
 	c.mu.Lock()
-	b, _ := json.Marshal(c.self)
-	c.mu.Unlock()
-	return b
+	defer c.mu.Unlock()
+	return c.m.Meta()
 }
 
-func (d *receiver) Message(b []byte) { (*Cluster)(d).onMessage(b) }
+func (d *receiver) Message(b []byte) {
+	_ = (*Cluster)(d).exec(context.Background(), InReceived{Msg: b})
+}
 
 func (d *receiver) LocalState(join bool) []byte {
 	c := (*Cluster)(d)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.inGoodStandingLocked() {
-		// Not a member (yet, or any more: downed): nothing to vouch for.
-		// A node joining through this one must find a member elsewhere;
-		// a downed member's view would make the joiner part of a cluster
-		// that has cast it out.
-		return []byte("[]")
-	}
-	b, _ := json.Marshal(c.state.records())
-	return b
+	return c.m.LocalState(join)
 }
 
 func (d *receiver) MergeRemoteState(buf []byte, join bool) {
-	var recs []*record
-	if json.Unmarshal(buf, &recs) != nil {
-		return
-	}
-	c := (*Cluster)(d)
-	c.mu.Lock()
-	c.mergeLocked(recs)
-	c.mu.Unlock()
+	_ = (*Cluster)(d).exec(context.Background(), InRemoteState{State: buf, Join: join})
 }
 
 // Met learns of new members from the transport as early as possible.
 func (d *receiver) Met(meta []byte) {
-	var m Member
-	if json.Unmarshal(meta, &m) != nil || m.Name == "" || m.Incarnation == "" || m.UpNumber <= 0 {
-		return
-	}
-	c := (*Cluster)(d)
-	c.mu.Lock()
-	if !c.joined && m.GossipAddr != "" {
-		if c.incarnations[m.GossipAddr] == nil {
-			c.incarnations[m.GossipAddr] = map[string]bool{}
-		}
-		c.incarnations[m.GossipAddr][m.Incarnation] = true
-	}
-	// Only a member takes a newcomer in; before joining, this node learns
-	// the members from a member's state.
-	if _, known := c.state[m.UID()]; !known && m.UID() != c.self.UID() && c.inGoodStandingLocked() {
-		c.mergeLocked([]*record{{Member: m, Status: StatusUp}})
-	}
-	c.mu.Unlock()
+	_ = (*Cluster)(d).exec(context.Background(), InMet{Meta: meta})
 }

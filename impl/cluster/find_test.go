@@ -1,11 +1,8 @@
 package cluster
 
 import (
-	"io"
-	"log/slog"
 	"reflect"
 	"testing"
-	"time"
 )
 
 // TestFindIsSnapshotFind: Find answers what Snapshot().Find answers, for
@@ -20,14 +17,12 @@ func TestFindIsSnapshotFind(t *testing.T) {
 		{Member: Member{Name: "n5", Incarnation: "e", UpNumber: 5}, Status: StatusRemoved},
 	}
 	for _, joined := range []bool{false, true} {
-		c := &Cluster{
-			self: self, state: gossip{}, joined: joined,
-			reachable: map[string]bool{"n2@b": true, "n4@d": true}, lastHeard: map[string]time.Duration{},
-			log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		}
-		c.state.merge(&record{Member: self, Status: StatusUp})
+		c := newCluster(Config{}, self)
+		c.m.joined = joined
+		c.m.reachable = map[string]bool{"n2@b": true, "n4@d": true}
+		c.m.state.merge(&record{Member: self, Status: StatusUp})
 		for _, r := range others {
-			c.state.merge(r)
+			c.m.state.merge(r)
 		}
 		if got, want := c.SelfStatus(), c.Snapshot().Self.Status; got != want {
 			t.Errorf("joined %v: SelfStatus %s, Snapshot().Self.Status %s", joined, got, want)

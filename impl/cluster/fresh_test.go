@@ -1,8 +1,6 @@
 package cluster
 
 import (
-	"io"
-	"log/slog"
 	"testing"
 	"time"
 
@@ -18,16 +16,11 @@ import (
 func TestNotFreshAfterAFreeze(t *testing.T) {
 	clk := clock.Real()
 	const fd = 100 * time.Millisecond
-	c := &Cluster{
-		cfg:   Config{Events: kit.NewEventLog(clk.Now, 100), Clock: clk, FailureTimeout: fd, Downing: DowningConfig{Strategy: KeepMajority, StableAfter: time.Second}},
-		self:  Member{Name: "n1", Incarnation: "a", UpNumber: 1},
-		state: gossip{}, changed: make(chan struct{}), downed: make(chan struct{}),
-		lastHeard: map[string]time.Duration{}, reachable: map[string]bool{}, unreachAt: map[string]time.Duration{},
-		downSeen: map[string]time.Duration{}, incarnations: map[string]map[string]bool{},
-		log: slog.New(slog.NewTextHandler(io.Discard, nil)), joined: true,
-	}
-	c.state.merge(&record{Member: c.self, Status: StatusUp})
-	tick := func() { c.mu.Lock(); c.judgeLocked(); c.mu.Unlock() }
+	c := newCluster(Config{Events: kit.NewEventLog(clk.Now, 100), Clock: clk, FailureTimeout: fd, Downing: DowningConfig{Strategy: KeepMajority, StableAfter: time.Second}},
+		Member{Name: "n1", Incarnation: "a", UpNumber: 1})
+	c.m.joined = true
+	c.m.state.merge(&record{Member: c.m.self, Status: StatusUp})
+	tick := func() { c.mu.Lock(); c.stepLocked(InTick{}); c.mu.Unlock() }
 	steps := []struct {
 		name  string
 		do    func()

@@ -2,10 +2,7 @@ package cluster
 
 import (
 	"encoding/json"
-	"io"
-	"log/slog"
 	"testing"
-	"time"
 
 	"github.com/shardtest/shardtest/impl/clock"
 	"github.com/shardtest/shardtest/protocol/kit"
@@ -34,18 +31,12 @@ func TestOnlyMembersVouch(t *testing.T) {
 		{"removed", true, StatusRemoved, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := &Cluster{
-				cfg:     Config{Events: kit.NewEventLog(clock.Real().Now, 100), Clock: clock.Real()},
-				self:    Member{Name: "n1", Incarnation: "a", UpNumber: 1},
-				state:   gossip{},
-				changed: make(chan struct{}), downed: make(chan struct{}),
-				lastHeard: map[string]time.Duration{}, reachable: map[string]bool{}, unreachAt: map[string]time.Duration{}, downSeen: map[string]time.Duration{}, incarnations: map[string]map[string]bool{},
-				log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-			}
-			c.joined = tc.joined
-			c.state.merge(&record{Member: other, Status: StatusUp})
+			c := newCluster(Config{Events: kit.NewEventLog(clock.Real().Now, 100), Clock: clock.Real()},
+				Member{Name: "n1", Incarnation: "a", UpNumber: 1})
+			c.m.joined = tc.joined
+			c.m.state.merge(&record{Member: other, Status: StatusUp})
 			if tc.self != "" {
-				c.state.merge(&record{Member: c.self, Status: tc.self})
+				c.m.state.merge(&record{Member: c.m.self, Status: tc.self})
 			}
 			var recs []*record
 			if err := json.Unmarshal((*receiver)(c).LocalState(true), &recs); err != nil {
@@ -55,7 +46,7 @@ func TestOnlyMembersVouch(t *testing.T) {
 				t.Errorf("shares its state: %v, want %v (%d records)", shared, tc.vouch, len(recs))
 			}
 			(*receiver)(c).Met(meta)
-			if _, took := c.state[newcomer.UID()]; took != tc.vouch {
+			if _, took := c.m.state[newcomer.UID()]; took != tc.vouch {
 				t.Errorf("took the newcomer in: %v, want %v", took, tc.vouch)
 			}
 		})
