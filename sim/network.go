@@ -30,6 +30,11 @@ type Network struct {
 	links    map[[2]string]Link
 	handlers map[string]Handler
 	stats    Stats
+	// streamTail: per direction, when the last message sent over the
+	// stream arrives. A stream is one TCP connection, in order: a message
+	// never overtakes one sent before it on the same direction (what
+	// retransmission delays holds up what follows, head of line).
+	streamTail map[[2]string]time.Duration
 }
 
 // Stats counts what the network did.
@@ -46,7 +51,7 @@ const RetransmitAfter = 200 * time.Millisecond
 
 // NewNetwork is a network in w where every direction behaves as base.
 func NewNetwork(w *World, base Link) *Network {
-	return &Network{w: w, base: base, links: map[[2]string]Link{}, handlers: map[string]Handler{}}
+	return &Network{w: w, base: base, links: map[[2]string]Link{}, handlers: map[string]Handler{}, streamTail: map[[2]string]time.Duration{}}
 }
 
 // Listen makes h receive what arrives at addr (replacing any handler).
@@ -102,15 +107,18 @@ func (n *Network) Send(from, to string, msg any) {
 
 // SendReliable sends over a stream: it needs both directions open when
 // sent and when it arrives (else it is dropped and onFail, if not nil, is
-// called when the sender would notice: after timeout); a lossy link
-// delays it by a retransmission each time it would have lost it.
+// called when the sender would notice: after timeout, or as soon as the
+// refusal comes back if nothing listens at to); a lossy link
+// delays it by a retransmission each time it would have lost it. Messages
+// over the stream of one direction arrive in the order they were sent.
 func (n *Network) SendReliable(from, to string, msg any, timeout time.Duration, onFail func(error)) {
 	n.stats.Sent++
-	fail := func(why string) {
+	failAfter := func(d time.Duration, why string) {
 		if onFail != nil {
-			n.w.After(timeout, func() { onFail(fmt.Errorf("stream %s -> %s: %s", from, to, why)) })
+			n.w.After(d, func() { onFail(fmt.Errorf("stream %s -> %s: %s", from, to, why)) })
 		}
 	}
+	fail := func(why string) { failAfter(timeout, why) }
 	there, back := n.Link(from, to), n.Link(to, from)
 	if there.Cut || back.Cut {
 		n.stats.DroppedCut++
@@ -126,14 +134,18 @@ func (n *Network) SendReliable(from, to string, msg any, timeout time.Duration, 
 		fail("i/o timeout (lost)")
 		return
 	}
-	n.w.After(d, func() {
+	dir := [2]string{from, to}
+	at := max(n.w.now+d, n.streamTail[dir])
+	n.streamTail[dir] = at
+	n.w.At(at, func() {
 		if n.Link(from, to).Cut || n.Link(to, from).Cut {
 			n.stats.DroppedCut++
 			fail("i/o timeout (cut on the way)")
 			return
 		}
 		if !n.arrive(from, to, msg, true) {
-			fail("connection refused")
+			// Nothing listens there: the refusal comes straight back.
+			failAfter(n.delay(n.Link(to, from)), "connection refused")
 		}
 	})
 }

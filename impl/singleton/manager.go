@@ -62,6 +62,17 @@ type Config struct {
 	StopTimeout time.Duration
 }
 
+// Normalized is c with its defaults filled in, or why it is invalid: what
+// NewManagerState needs, for a driver other than Manager (a simulation).
+func (c Config) Normalized() (Config, error) {
+	err := c.normalize()
+	return c, err
+}
+
+// AttemptTimeout is how long one hand-over or take-over request waits for
+// its answer.
+func (c Config) AttemptTimeout() time.Duration { return max(c.RetryInterval, minAttemptTimeout) }
+
 func (c *Config) normalize() error {
 	if !validName(c.Name) {
 		return fmt.Errorf("singleton: name %q must match [a-z0-9-]{1,64}", c.Name)
@@ -245,7 +256,7 @@ func NewManager(cfg Config, d Deps) (*Manager, error) {
 		d:              d,
 		log:            log,
 		base:           routePrefix + cfg.Name + "/",
-		attemptTimeout: max(cfg.RetryInterval, minAttemptTimeout),
+		attemptTimeout: cfg.AttemptTimeout(),
 		inbox:          make(chan inMsg),
 		results:        make(chan InResult, 16),
 		exited:         make(chan struct{}),

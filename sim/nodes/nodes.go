@@ -1,0 +1,462 @@
+// Package nodes runs reference nodes in a deterministic simulation: each
+// node's membership (cluster.MembershipState) and singleton manager
+// (singleton.ManagerState) are the very state machines the real node runs,
+// driven here over sim's virtual network and virtual time instead of
+// memberlist, HTTP and the machine's clock. Everything happens as events of
+// one sim.World, on one goroutine, in an order the seed decides, so a seed
+// replays exactly, and the events the nodes log come out byte for byte the
+// same.
+//
+// A node here is what the real node is as far as membership and the
+// singleton go: it allocates its up-number from the journal, joins through
+// its seeds, sends heartbeats and pushes its state, resolves partitions,
+// restarts in process after it was downed (joining only, with its previous
+// view), leaves gracefully, and runs the id-generator singleton's manager,
+// whose instance starts and stops after a delay drawn from the seed. Faults
+// act on the simulated world: partitions and one-way cuts, loss, kills
+// (volatile state lost), pauses, operator downing, graceful leaves.
+//
+// What is not here yet: the sharding machines, entities, the singleton
+// proxy and clients (and so a history of operations); memberlist's own
+// gossip is modelled by push/pull exchanges over streams (see exchange).
+package nodes
+
+import (
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/shardtest/shardtest/history"
+	"github.com/shardtest/shardtest/impl/cluster"
+	"github.com/shardtest/shardtest/protocol"
+	"github.com/shardtest/shardtest/protocol/journal"
+	"github.com/shardtest/shardtest/sim"
+)
+
+// Config is a simulated cluster. Zero durations take the reference node's
+// defaults.
+type Config struct {
+	Seed  uint64
+	Nodes int
+	// Link is how every direction between nodes behaves until a fault
+	// changes it (default: 1 ms delay, 2 ms jitter, no loss).
+	Link sim.Link
+	// Journal is the journal every node uses (up-numbers); required.
+	Journal journal.Journal
+	// StartEvery: node i (from 0) starts at i × StartEvery; 0 starts all
+	// at once. Started together, the nodes draw their up-numbers (their
+	// age) in an order the seed decides, and the first seed need not be
+	// the oldest (see docs/simulation.md, "open").
+	StartEvery time.Duration
+
+	HeartbeatInterval time.Duration // 200 ms
+	FailureTimeout    time.Duration // 2 s
+	SeedTimeout       time.Duration // 3 s
+	RejoinInterval    time.Duration // 2 s
+	Downing           cluster.DowningConfig
+	DownRemovalMargin time.Duration // Downing.StableAfter
+	RetryInterval     time.Duration // the singleton manager's default
+	RestartDelay      time.Duration // 1 s: a downed node's restart in process
+	LeaveTimeout      time.Duration // 30 s
+
+	// Events, if set, receives every event a node logs, as the harness
+	// records it (Lo = Hi = the virtual time).
+	Events func(history.NodeEvent)
+	// Trace, if set, receives a line for each step taken, for reading a
+	// failing seed.
+	Trace func(string)
+}
+
+func (c *Config) setDefaults() {
+	if c.Link == (sim.Link{}) {
+		c.Link = sim.Link{Delay: time.Millisecond, Jitter: 2 * time.Millisecond}
+	}
+	if c.HeartbeatInterval <= 0 {
+		c.HeartbeatInterval = 200 * time.Millisecond
+	}
+	if c.FailureTimeout <= 0 {
+		c.FailureTimeout = 2 * time.Second
+	}
+	if c.SeedTimeout <= 0 {
+		c.SeedTimeout = 3 * time.Second
+	}
+	if c.RejoinInterval <= 0 {
+		c.RejoinInterval = 2 * time.Second
+	}
+	if c.Downing.Strategy == "" {
+		c.Downing.Strategy = cluster.KeepMajority
+	}
+	if c.Downing.StableAfter <= 0 {
+		c.Downing.StableAfter = 5 * time.Second
+	}
+	if c.DownRemovalMargin <= 0 {
+		c.DownRemovalMargin = c.Downing.StableAfter
+	}
+	if c.RestartDelay <= 0 {
+		c.RestartDelay = time.Second
+	}
+	if c.LeaveTimeout <= 0 {
+		c.LeaveTimeout = 30 * time.Second
+	}
+}
+
+// epochUnix is the wall-clock time a simulation starts at (2026-01-01
+// UTC), for the events' Time: fixed, so that the same seed writes the same
+// bytes.
+const epochUnix = 1767225600
+
+// Cluster is the simulated cluster: its world, its network, its nodes.
+type Cluster struct {
+	cfg   Config
+	World *sim.World
+	Net   *sim.Network
+	nodes []*Node
+	// lives are the singleton instances' lives, in the order they began.
+	lives []Life
+	// journalCut: nodes that cannot reach the journal.
+	journalCut map[string]bool
+}
+
+// Life is one singleton instance's life as the simulation knows it: from
+// its start (StartInstance) until it counts as stopped (InInstanceDone),
+// the span its manager cannot tell apart from running.
+type Life struct {
+	Node, Member string
+	Num          int
+	From, Till   time.Duration // Till 0: alive
+}
+
+// New builds a cluster of cfg.Nodes nodes n1…nN, each seeded with them all,
+// started from time 0 (see Config.StartEvery).
+func New(cfg Config) (*Cluster, error) {
+	cfg.setDefaults()
+	if cfg.Nodes < 1 {
+		return nil, fmt.Errorf("sim nodes: %d nodes: want at least 1", cfg.Nodes)
+	}
+	if cfg.Journal == nil {
+		return nil, fmt.Errorf("sim nodes: a journal is required")
+	}
+	if err := cfg.Downing.Validate(); err != nil {
+		return nil, fmt.Errorf("sim nodes: %w", err)
+	}
+	w := sim.New(cfg.Seed)
+	c := &Cluster{cfg: cfg, World: w, Net: sim.NewNetwork(w, cfg.Link), journalCut: map[string]bool{}}
+	for i := range cfg.Nodes {
+		n := &Node{c: c, Name: fmt.Sprintf("n%d", i+1)}
+		n.addr = n.Name + ":7946"
+		c.nodes = append(c.nodes, n)
+	}
+	for i, n := range c.nodes {
+		w.At(time.Duration(i)*cfg.StartEvery, n.startProcess)
+	}
+	return c, nil
+}
+
+// Nodes are the cluster's nodes, n1 first.
+func (c *Cluster) Nodes() []*Node { return c.nodes }
+
+// Node is the node called name, or nil.
+func (c *Cluster) Node(name string) *Node {
+	for _, n := range c.nodes {
+		if n.Name == name {
+			return n
+		}
+	}
+	return nil
+}
+
+// Lives are the singleton instances' lives so far.
+func (c *Cluster) Lives() []Life { return slices.Clone(c.lives) }
+
+func (c *Cluster) tracef(format string, args ...any) {
+	if c.cfg.Trace != nil {
+		c.cfg.Trace(fmt.Sprintf("%10v ", c.World.Now()) + fmt.Sprintf(format, args...))
+	}
+}
+
+// seeds are every node's gossip address, n1 first, as the harness's
+// runtimes give them.
+func (c *Cluster) seeds() []string {
+	var out []string
+	for _, n := range c.nodes {
+		out = append(out, n.addr)
+	}
+	return out
+}
+
+// Node is one simulated node: a process that runs one member (an
+// incarnation) at a time, restarted in process after it is downed.
+type Node struct {
+	c    *Cluster
+	Name string
+	addr string
+	inc  *incarnation // nil: the process is not running
+	// process: bumped at each process start; events of a killed process's
+	// timers and messages find it changed and do nothing.
+	process int
+	seq     uint64 // the process's event log's last sequence number
+	// restarted: this process ran a member before (it was downed), so the
+	// next joins only; prev is that member's last view.
+	restarted bool
+	prev      *cluster.Snapshot
+	// paused: the process is stopped (SIGSTOP); what reaches it waits in
+	// backlog, in order, and runs when it resumes.
+	paused  bool
+	backlog []func()
+	// ticking: the kinds of periodic work waiting in backlog, so that a
+	// long pause leaves one tick of each, as a Go ticker does.
+	ticking map[string]bool
+}
+
+// Running reports whether the node's process runs (paused or not).
+func (n *Node) Running() bool { return n.inc != nil }
+
+// Member is the node's current member, if its process runs.
+func (n *Node) Member() (cluster.Member, bool) {
+	if n.inc == nil {
+		return cluster.Member{}, false
+	}
+	return n.inc.m.Self(), true
+}
+
+// Snapshot is the node's current view, if its process runs.
+func (n *Node) Snapshot() (cluster.Snapshot, bool) {
+	if n.inc == nil {
+		return cluster.Snapshot{}, false
+	}
+	return n.inc.m.Snapshot(), true
+}
+
+// run runs f now, or when the node resumes if it is paused; kind, if not
+// empty, is a periodic task of which one waiting run is enough.
+func (n *Node) run(kind string, f func()) {
+	if !n.paused {
+		f()
+		return
+	}
+	if kind != "" {
+		if n.ticking[kind] {
+			return
+		}
+		n.ticking[kind] = true
+	}
+	n.backlog = append(n.backlog, func() {
+		if kind != "" {
+			delete(n.ticking, kind)
+		}
+		f()
+	})
+}
+
+// emit logs an event of the node's process.
+func (n *Node) emit(e protocol.Event) {
+	n.seq++
+	e.Seq = n.seq
+	now := n.c.World.Now()
+	e.Time = time.Unix(epochUnix, 0).UTC().Add(now)
+	if n.inc != nil && e.Incarnation == "" {
+		e.Incarnation = n.inc.m.Self().Incarnation
+	}
+	if n.c.cfg.Events != nil {
+		n.c.cfg.Events(history.NodeEvent{Node: n.Name, Lo: int64(now), Hi: int64(now), Event: e})
+	}
+}
+
+// startProcess starts a new process on the node: its volatile state is
+// new (event log, restart memory), its journal is the cluster's.
+func (n *Node) startProcess() {
+	n.process++
+	n.seq = 0
+	n.restarted, n.prev = false, nil
+	n.paused, n.backlog, n.ticking = false, nil, map[string]bool{}
+	n.emit(protocol.Event{Type: protocol.EventNodeStarted, Detail: "http " + n.Name + ":8080"})
+	n.startIncarnation()
+}
+
+// startIncarnation starts a new member in the running process.
+func (n *Node) startIncarnation() {
+	c := n.c
+	var b [6]byte
+	for i := range b {
+		b[i] = byte(c.World.Rand().Uint32())
+	}
+	self := cluster.Member{Name: n.Name, Incarnation: hex.EncodeToString(b[:]),
+		HTTPAddr: n.Name + ":8080", PeerAddr: n.Name + ":8081"}
+	mcfg := cluster.MembershipConfig{
+		Seeds: c.seeds(), JoinOnly: n.restarted, Previous: n.prev,
+		SeedTimeout: c.cfg.SeedTimeout, FailureTimeout: c.cfg.FailureTimeout,
+		DownNoticeFor: 2*c.cfg.DownRemovalMargin + c.cfg.FailureTimeout,
+		MaxGone:       1000, Downing: c.cfg.Downing,
+	}
+	inc := &incarnation{n: n, process: n.process, m: cluster.NewMembershipState(mcfg, self),
+		heard: map[string]time.Duration{}, pushing: map[string]bool{}}
+	n.inc = inc
+	mgr, err := newManager(inc)
+	if err != nil {
+		panic(err) // the configuration is the simulation's own: a bug here
+	}
+	inc.mgr = mgr
+	c.tracef("%s starts member %s", n.Name, self.UID())
+	inc.step(cluster.InStart{})
+}
+
+// Kill ends the node's process at once: its volatile state is lost, what
+// is sent to it is dropped; Start starts a new one.
+func (c *Cluster) Kill(name string) {
+	n := c.Node(name)
+	if n == nil || n.inc == nil {
+		return
+	}
+	c.tracef("%s killed", name)
+	n.inc.stop()
+	n.process++ // what the killed process had scheduled finds it gone
+	n.inc = nil
+	n.paused, n.backlog = false, nil
+	c.Net.Close(n.addr)
+}
+
+// Start starts a new process on a node whose process is not running.
+func (c *Cluster) Start(name string) {
+	n := c.Node(name)
+	if n == nil || n.inc != nil {
+		return
+	}
+	c.tracef("%s started", name)
+	n.startProcess()
+}
+
+// Pause stops the node's process (SIGSTOP): it takes no step until Resume.
+func (c *Cluster) Pause(name string) {
+	if n := c.Node(name); n != nil && n.inc != nil {
+		c.tracef("%s paused", name)
+		n.paused = true
+	}
+}
+
+// Resume lets a paused process run again: what reached it meanwhile runs
+// first, in the order it came.
+func (c *Cluster) Resume(name string) {
+	n := c.Node(name)
+	if n == nil || !n.paused {
+		return
+	}
+	c.tracef("%s resumed", name)
+	n.paused = false
+	backlog := n.backlog
+	n.backlog = nil
+	for _, f := range backlog {
+		if n.paused {
+			n.backlog = append(n.backlog, f)
+			continue
+		}
+		f()
+	}
+}
+
+// Partition cuts every direction between nodes of different sides (node
+// names); nodes on no side keep their links.
+func (c *Cluster) Partition(sides ...[]string) {
+	c.tracef("partition %v", sides)
+	for i, a := range sides {
+		for j, b := range sides {
+			if i == j {
+				continue
+			}
+			for _, x := range a {
+				for _, y := range b {
+					c.Net.Cut(x+":7946", y+":7946")
+				}
+			}
+		}
+	}
+}
+
+// CutOneWay drops everything from → to.
+func (c *Cluster) CutOneWay(from, to string) {
+	c.tracef("cut %s -> %s", from, to)
+	c.Net.Cut(from+":7946", to+":7946")
+}
+
+// SetLoss makes every direction lose datagrams with probability p.
+func (c *Cluster) SetLoss(p float64) {
+	c.tracef("loss %v", p)
+	for _, a := range c.nodes {
+		for _, b := range c.nodes {
+			if a != b {
+				l := c.Net.Link(a.addr, b.addr)
+				l.Loss = p
+				c.Net.SetLink(a.addr, b.addr, l)
+			}
+		}
+	}
+}
+
+// Heal gives every direction its base link again.
+func (c *Cluster) Heal() {
+	c.tracef("heal")
+	c.Net.HealAll()
+}
+
+// CutJournal makes the journal unreachable from node name (or reachable
+// again).
+func (c *Cluster) CutJournal(name string, cut bool) { c.journalCut[name] = cut }
+
+// Down has node at down member uid, as an operator would.
+func (c *Cluster) Down(at, uid string) {
+	if n := c.Node(at); n != nil && n.inc != nil {
+		n.run("", func() { n.inc.step(cluster.InDown{UID: uid}) })
+	}
+}
+
+// Leave has node name leave gracefully: it hands its singleton over, is
+// removed, and its process ends.
+func (c *Cluster) Leave(name string) {
+	if n := c.Node(name); n != nil && n.inc != nil {
+		n.run("", func() { n.inc.beginLeave() })
+	}
+}
+
+// Run runs the simulation until virtual time t.
+func (c *Cluster) Run(t time.Duration) { c.World.RunUntil(t) }
+
+// Converged reports whether every running node is Up, sees every running
+// node's member Up and reachable, and none other: the membership has
+// settled.
+func (c *Cluster) Converged() bool {
+	var want []string
+	for _, n := range c.nodes {
+		if n.inc != nil {
+			want = append(want, n.inc.m.Self().UID())
+		}
+	}
+	for _, n := range c.nodes {
+		if n.inc == nil {
+			continue
+		}
+		s := n.inc.m.Snapshot()
+		var up []string
+		for _, ms := range s.Members {
+			if ms.Status != cluster.StatusUp || !ms.Reachable {
+				return false
+			}
+			up = append(up, ms.UID())
+		}
+		slices.Sort(up)
+		w := slices.Clone(want)
+		slices.Sort(w)
+		if !slices.Equal(up, w) {
+			return false
+		}
+	}
+	return true
+}
+
+// logf is the trace of a machine's log record.
+func (c *Cluster) logRecord(node string, l cluster.Log) {
+	if c.cfg.Trace == nil || l.Level < slog.LevelInfo {
+		return
+	}
+	c.tracef("%s %s", node, l.String())
+}
