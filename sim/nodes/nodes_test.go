@@ -3,6 +3,7 @@ package nodes
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -54,8 +55,8 @@ func TestClusterFormsWithOneSingleton(t *testing.T) {
 }
 
 // TestFaultsKeepOneSingleton drives each seed through a random schedule of
-// faults (partitions of random shape, one-way cuts, loss, kills, graceful
-// leaves), then heals everything and lets the cluster settle. Throughout,
+// faults (partitions of random shape, one-way cuts, loss, kills, pauses,
+// graceful leaves), then heals everything and lets the cluster settle. Throughout,
 // no two instances of the singleton may live on different members at once;
 // in the end the cluster has converged and exactly one instance lives, on
 // the oldest member.
@@ -69,17 +70,17 @@ func TestFaultsKeepOneSingleton(t *testing.T) {
 		var trace []string
 		var evs history.Events
 		c := newCluster(t, seed, 5, dir, &trace, func(e history.NodeEvent) { evs.Events = append(evs.Events, e) })
-		schedule := randomFaults(c, 5*time.Second, 60*time.Second)
+		schedule, pauses := randomFaults(c, 5*time.Second, 60*time.Second)
 		c.Run(150 * time.Second)
 		fail := func(err error) {
 			t.Fatalf("seed %d (faults: %s): %v\n%s", seed, strings.Join(schedule, "; "), err, tail(trace))
 		}
-		if err := noOverlap(c.Lives()); err != nil {
+		if err := noOverlap(c.Lives(), pauses); err != nil {
 			fail(err)
 		}
 		// The harness's own checker judges the events the nodes logged, as
 		// it judges a real run's.
-		if r := (checker.SingletonEvents{}).Check(context.Background(), &history.File{}, checker.Inputs{Events: &evs}); r.Verdict != checker.Valid {
+		if r := (checker.SingletonEvents{}).Check(context.Background(), pauseHistory(pauses), checker.Inputs{Events: &evs}); r.Verdict != checker.Valid {
 			fail(fmt.Errorf("singleton-events: %s: %s", r.Verdict, r.Summary))
 		}
 		if err := settled(c); err != nil {
@@ -129,10 +130,16 @@ func TestSameSeedSameEvents(t *testing.T) {
 	}
 }
 
+// pause is a node's pause, from its start until it resumed.
+type pause struct {
+	node       string
+	from, till time.Duration
+}
+
 // randomFaults schedules faults from..until, one at a time, each healed
 // before the next, drawn from the cluster's seed; it returns what it
-// scheduled, for the failure message.
-func randomFaults(c *Cluster, from, until time.Duration) []string {
+// scheduled, for the failure message, and the pauses.
+func randomFaults(c *Cluster, from, until time.Duration) ([]string, []pause) {
 	w := c.World
 	r := w.Rand()
 	names := func() []string {
@@ -143,12 +150,13 @@ func randomFaults(c *Cluster, from, until time.Duration) []string {
 		return out
 	}()
 	var schedule []string
+	var pauses []pause
 	pick := func() string { return names[r.IntN(len(names))] }
 	for t := from; t < until; {
 		last := 3*time.Second + time.Duration(r.Int64N(int64(12*time.Second)))
 		at, heal := t, t+last
 		var what string
-		switch r.IntN(6) {
+		switch r.IntN(7) {
 		case 0: // a partition of random shape
 			perm := r.Perm(len(names))
 			cut := 1 + r.IntN(len(names)-1)
@@ -195,6 +203,12 @@ func randomFaults(c *Cluster, from, until time.Duration) []string {
 					c.Start(n)
 				}
 			})
+		case 6:
+			n := pick()
+			what = "pause " + n
+			pauses = append(pauses, pause{node: n, from: at, till: heal})
+			w.At(at, func() { c.Pause(n) })
+			w.At(heal, func() { c.Resume(n) })
 		case 5:
 			n := pick()
 			what = "kill " + n + ", an operator downs it"
@@ -218,14 +232,38 @@ func randomFaults(c *Cluster, from, until time.Duration) []string {
 		schedule = append(schedule, fmt.Sprintf("%v-%v %s", at, heal, what))
 		t = heal + time.Second + time.Duration(r.Int64N(int64(3*time.Second)))
 	}
-	return schedule
+	return schedule, pauses
 }
 
-// noOverlap: no two lives of instances on different members overlap.
-func noOverlap(lives []Life) error {
+// pauseHistory is a history with the pauses' nemesis entries, as the
+// harness records them: what the checker needs to excuse a frozen node.
+func pauseHistory(pauses []pause) *history.File {
+	h := &history.File{}
+	for _, p := range pauses {
+		for _, e := range []struct {
+			at     time.Duration
+			action string
+		}{{p.from, history.ActionInject}, {p.till, history.ActionHeal}} {
+			v, _ := json.Marshal(map[string]any{"action": e.action, "targets": map[string]any{"targets": []string{p.node}}})
+			h.Ops = append(h.Ops, history.Op{Time: int64(e.at), Kind: history.Nemesis, Process: -1, F: "pause:one", Value: v})
+		}
+	}
+	return h
+}
+
+// noOverlap: no two lives of instances on different members overlap. A
+// paused node's instance that is gone within checker.ThawGrace of the
+// resume counts as ended when the pause began (it could not act; the
+// harness's checker excuses it the same way).
+func noOverlap(lives []Life, pauses []pause) error {
 	end := func(l Life) time.Duration {
 		if l.Till == 0 {
 			return 1 << 62
+		}
+		for _, p := range pauses {
+			if p.node == l.Node && l.From < p.from && l.Till > p.from && l.Till <= p.till+checker.ThawGrace {
+				return p.from
+			}
 		}
 		return l.Till
 	}
