@@ -107,21 +107,31 @@ type Config struct {
 	Random io.Reader
 }
 
+// The defaults of Config's timings and bounds (a simulation of the node
+// takes them too).
+const (
+	DefaultHeartbeatInterval = 200 * time.Millisecond
+	DefaultFailureTimeout    = 2 * time.Second
+	DefaultRejoinInterval    = 2 * time.Second
+	DefaultSeedTimeout       = 3 * time.Second
+	DefaultMaxGone           = 1000
+)
+
 func (c *Config) setDefaults() {
 	if c.HeartbeatInterval <= 0 {
-		c.HeartbeatInterval = 200 * time.Millisecond
+		c.HeartbeatInterval = DefaultHeartbeatInterval
 	}
 	if c.FailureTimeout <= 0 {
-		c.FailureTimeout = 2 * time.Second
+		c.FailureTimeout = DefaultFailureTimeout
 	}
 	if c.RejoinInterval <= 0 {
-		c.RejoinInterval = 2 * time.Second
+		c.RejoinInterval = DefaultRejoinInterval
 	}
 	if c.SeedTimeout <= 0 {
-		c.SeedTimeout = 3 * time.Second
+		c.SeedTimeout = DefaultSeedTimeout
 	}
 	if c.MaxGone <= 0 {
-		c.MaxGone = 1000
+		c.MaxGone = DefaultMaxGone
 	}
 	if c.DownNoticeFor <= 0 {
 		c.DownNoticeFor = 15 * time.Second

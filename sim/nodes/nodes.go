@@ -74,16 +74,16 @@ func (c *Config) setDefaults() {
 		c.Link = sim.Link{Delay: time.Millisecond, Jitter: 2 * time.Millisecond}
 	}
 	if c.HeartbeatInterval <= 0 {
-		c.HeartbeatInterval = 200 * time.Millisecond
+		c.HeartbeatInterval = cluster.DefaultHeartbeatInterval
 	}
 	if c.FailureTimeout <= 0 {
-		c.FailureTimeout = 2 * time.Second
+		c.FailureTimeout = cluster.DefaultFailureTimeout
 	}
 	if c.SeedTimeout <= 0 {
-		c.SeedTimeout = 3 * time.Second
+		c.SeedTimeout = cluster.DefaultSeedTimeout
 	}
 	if c.RejoinInterval <= 0 {
-		c.RejoinInterval = 2 * time.Second
+		c.RejoinInterval = cluster.DefaultRejoinInterval
 	}
 	if c.Downing.Strategy == "" {
 		c.Downing.Strategy = cluster.KeepMajority
@@ -288,7 +288,7 @@ func (n *Node) startIncarnation() {
 		Seeds: c.seeds(), JoinOnly: n.restarted, Previous: n.prev,
 		SeedTimeout: c.cfg.SeedTimeout, FailureTimeout: c.cfg.FailureTimeout,
 		DownNoticeFor: 2*c.cfg.DownRemovalMargin + c.cfg.FailureTimeout,
-		MaxGone:       1000, Downing: c.cfg.Downing,
+		MaxGone:       cluster.DefaultMaxGone, Downing: c.cfg.Downing,
 	}
 	inc := &incarnation{n: n, process: n.process, m: cluster.NewMembershipState(mcfg, self),
 		heard: map[string]time.Duration{}, pushing: map[string]bool{}}
