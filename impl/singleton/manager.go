@@ -216,6 +216,10 @@ const (
 	answerDone       = "done"
 	answerAck        = "ack"
 	answerIgnored    = "ignored"
+	// answerDeclined answers a HandOverDone its receiver does not act on
+	// (it is no longer becoming the oldest from the sender): the sender
+	// need not wait for it to hand the singleton on.
+	answerDeclined = "declined"
 )
 
 // fromBody is the body of hand-over-to-me, take-over-from-me and

@@ -3,6 +3,7 @@ package singleton
 import (
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
@@ -45,13 +46,19 @@ type ManagerState struct {
 	handedTo         string
 	handedToDown     time.Duration
 	handedToSeenDown bool
-	lastOldest       string
-	numbered         int  // instances created
-	running          bool // an instance exists here (starting, running or stopping)
-	stateTimer       bool // armed
-	stopTimer        bool // armed
-	shut             bool // shut down: the instance is only waited for
-	handedOver       bool // HandedOver was emitted
+	// handedToGen: the Gen of the HandOverDone sent to handedTo (0: none
+	// since handTo), so that only the answer to that one can decline it.
+	handedToGen uint64
+	lastOldest  string
+	numbered    int  // instances created
+	running     bool // an instance exists here (starting, running or stopping)
+	stateTimer  bool // armed
+	stopTimer   bool // armed
+	shut        bool // shut down: the instance is only waited for
+	handedOver  bool // HandedOver was emitted
+	// toAsk: BecomingOldest, the members still to ask to hand over after
+	// the partner (see prevAskEach).
+	toAsk []string
 
 	now time.Duration // the time of the Step being taken
 	out []Effect
@@ -271,6 +278,7 @@ func (m *ManagerState) setState(s State, partner string) {
 	m.state, m.partner = s, partner
 	m.retries = 0
 	m.margin = false
+	m.toAsk = nil
 	m.gen++
 	m.stopStateTimer()
 }
@@ -459,6 +467,10 @@ const (
 	prevNone prevKind = iota
 	prevHandOver
 	prevMargin
+	// prevAskEach: no older member and no previous oldest known, but
+	// younger members are up: ask each of them, oldest first, to hand over
+	// (see choosePrev).
+	prevAskEach
 )
 
 // choosePrev decides, for a member that has become the oldest, which member
@@ -507,6 +519,11 @@ func (m *ManagerState) choosePrev(hint string) (prevKind, string) {
 		switch {
 		case !ok || ms.Status == cluster.StatusDown:
 			return prevMargin, hint
+		case !ms.Status.Final() && !ms.IsOlderThan(self.Member) && len(m.othersUp()) > 0:
+			// A younger previous "oldest" was the oldest only in views
+			// taken before this member was up (it was joining): any member
+			// up may run the singleton (see prevAskEach below).
+			return prevAskEach, ""
 		case !ms.Status.Final():
 			return prevHandOver, hint
 		}
@@ -519,15 +536,57 @@ func (m *ManagerState) choosePrev(hint string) (prevKind, string) {
 				return prevMargin, ms.UID()
 			}
 		}
+		// No older member, but younger ones are up: the cluster existed
+		// before this member joined it, and any of them may run the
+		// singleton. Age is the up-number a member draws from the journal
+		// before it joins, so a member can join a cluster younger than
+		// itself: the first seed, having drawn a later number than the
+		// nodes still joining, bootstraps after its seed timeout and starts
+		// the singleton; an older node joining then saw itself the oldest
+		// on its first view and started a second instance (found by
+		// sim/nodes, its nodes started together). Several may join at once,
+		// so asking one of them is not enough: each is asked in turn.
+		if len(m.othersUp()) > 0 {
+			return prevAskEach, ""
+		}
 	}
 	return prevNone, ""
 }
 
-func (m *ManagerState) becomeOldest(hint string) {
-	kind, prev := m.choosePrev(hint)
+// othersUp are the other Up members with the role, oldest first.
+func (m *ManagerState) othersUp() []string {
+	var others []cluster.MemberState
+	for _, ms := range m.snap.Members {
+		if ms.UID() != m.selfUID() && ms.HasRole(m.cfg.Role) && ms.Status == cluster.StatusUp {
+			others = append(others, ms)
+		}
+	}
+	slices.SortFunc(others, func(a, b cluster.MemberState) int {
+		if a.IsOlderThan(b.Member) {
+			return -1
+		}
+		if b.IsOlderThan(a.Member) {
+			return 1
+		}
+		return 0
+	})
+	var out []string
+	for _, ms := range others {
+		out = append(out, ms.UID())
+	}
+	return out
+}
+
+func (m *ManagerState) becomeOldest(hint string) { m.becomeOldestFrom(m.choosePrev(hint)) }
+
+func (m *ManagerState) becomeOldestFrom(kind prevKind, prev string) {
 	switch kind {
 	case prevHandOver:
 		m.enterHandOver(prev)
+	case prevAskEach:
+		others := m.othersUp()
+		m.enterHandOver(others[0])
+		m.toAsk = others[1:]
 	case prevMargin:
 		m.enterMargin(prev, "previous oldest downed or gone")
 	default:
@@ -552,6 +611,22 @@ func (m *ManagerState) enterMargin(prev, why string) {
 	m.armStateTimer(m.cfg.DownRemovalMargin)
 }
 
+// handedOverToMe: the partner has no instance (any more); ask the next
+// member still to ask, if any is still up, or start.
+func (m *ManagerState) handedOverToMe() {
+	for len(m.toAsk) > 0 {
+		next, rest := m.toAsk[0], m.toAsk[1:]
+		if ms, ok := m.snap.Find(next); !ok || ms.Status != cluster.StatusUp {
+			m.toAsk = rest
+			continue
+		}
+		m.enterHandOver(next)
+		m.toAsk = rest
+		return
+	}
+	m.startOldest()
+}
+
 // startOldest moves to Oldest and starts the instance.
 func (m *ManagerState) startOldest() {
 	from := ""
@@ -561,7 +636,11 @@ func (m *ManagerState) startOldest() {
 	m.setState(StateOldest, "")
 	m.takenFrom = from
 	if m.takenFrom != "" {
-		if tf, ok := m.snap.Find(m.takenFrom); !ok || tf.Status != cluster.StatusUp {
+		// Only an older partner may still look the oldest in a view that
+		// lags; a younger one (asked because it may have run the singleton
+		// before this member joined, see prevAskEach) is a successor like
+		// any other.
+		if tf, ok := m.snap.Find(m.takenFrom); !ok || tf.Status != cluster.StatusUp || !tf.IsOlderThan(m.snap.Self.Member) {
 			m.takenFrom = ""
 		}
 	}
@@ -650,6 +729,7 @@ func (m *ManagerState) onInstanceDone(failErr error) {
 		m.event(protocol.EventHandOverDone, to, "sent: instance stopped")
 		m.handTo(to)
 		m.send(opHandOverDone, to)
+		m.handedToGen = m.gen
 	}
 	switch m.state {
 	case StateOldest:
@@ -680,10 +760,10 @@ func (m *ManagerState) onStateTimer() {
 		}
 		ps, found := m.snap.Find(m.partner)
 		if !found || ps.Status.Final() {
-			if kind, prev := m.choosePrev(""); kind == prevHandOver {
-				// It may have handed over to an older member still here.
-				m.log.Info("hand-over retries exhausted; previous oldest is gone: asking the older member", "previous", m.partner, "older", prev)
-				m.enterHandOver(prev)
+			if kind, prev := m.choosePrev(""); kind == prevHandOver || kind == prevAskEach {
+				// It may have handed over to a member still here.
+				m.log.Info("hand-over retries exhausted; previous oldest is gone: asking the others", "previous", m.partner, "older", prev)
+				m.becomeOldestFrom(kind, prev)
 				return
 			}
 			m.log.Info("hand-over retries exhausted; previous oldest is gone: starting", "previous", m.partner)
@@ -730,6 +810,19 @@ func (m *ManagerState) onResult(res InResult) {
 		m.log.Debug("peer request failed", "op", res.Op, "to", res.To, "err", res.Err)
 		return
 	}
+	if res.Op == opHandOverDone {
+		// The member this one handed the singleton to will not run it on
+		// that word (it backed off meanwhile): this member need not wait
+		// for it any more. Without this, a member that became the oldest
+		// asked this one, heard "handed over to X, which may still run it"
+		// for good, while X, which had backed off, said "not running here"
+		// (found by sim/nodes, nodes started together).
+		if res.Said == answerDeclined && res.To == m.handedTo && m.handedToGen != 0 && res.Gen == m.handedToGen && !m.running {
+			m.event(protocol.EventHandOverDone, res.To, "declined: it does not take the singleton")
+			m.handTo("")
+		}
+		return
+	}
 	if res.Op != opHandOverToMe || res.Gen != m.gen || m.state != StateBecomingOldest || m.margin || res.To != m.partner {
 		return
 	}
@@ -739,7 +832,7 @@ func (m *ManagerState) onResult(res InResult) {
 		m.retries = 0
 	case answerDone:
 		m.event(protocol.EventHandOverDone, res.To, "received: previous instance stopped")
-		m.startOldest()
+		m.handedOverToMe()
 	}
 }
 
@@ -751,8 +844,13 @@ func (m *ManagerState) onMessage(msg InMessage) string {
 		return m.onTakeOverFromMe(msg.From)
 	case opHandOverDone:
 		m.event(protocol.EventHandOverDone, msg.From, "received")
-		if m.state == StateBecomingOldest && msg.From == m.partner {
-			m.startOldest()
+		switch {
+		case m.state == StateBecomingOldest && msg.From == m.partner:
+			m.handedOverToMe()
+		case m.state == StateOldest:
+			// Already running it (a late duplicate).
+		default:
+			return answerDeclined
 		}
 		return answerAck
 	}
@@ -809,7 +907,7 @@ func (m *ManagerState) onHandOverToMe(from string) string {
 // handTo records that uid may start the singleton on this member's word
 // ("": none, this member runs it itself).
 func (m *ManagerState) handTo(uid string) {
-	m.handedTo, m.handedToSeenDown = uid, false
+	m.handedTo, m.handedToSeenDown, m.handedToGen = uid, false, 0
 }
 
 // handedElsewhere reports whether a member other than from, which this
