@@ -5,13 +5,12 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/shardtest/shardtest/history"
+	"github.com/shardtest/shardtest/internal/atomicfile"
 	"github.com/shardtest/shardtest/internal/packed"
 )
 
@@ -186,12 +185,10 @@ func (s *availResult) Result(ctx context.Context, pass *Pass) Result {
 	return res
 }
 
-// writeChart renders r into outDir.
+// writeChart renders r into outDir (a stored run's folder, which
+// atomicfile never writes through a link out of).
 func writeChart(outDir, title string, r Report) error {
-	if err := os.MkdirAll(outDir, 0o755); err != nil {
-		return err
-	}
-	return os.WriteFile(filepath.Join(outDir, AvailabilityFile), []byte(RenderSVG(r, title)), 0o644)
+	return atomicfile.Write(outDir, AvailabilityFile, []byte(RenderSVG(r, title)))
 }
 
 // Analyze computes the availability report of a history. It is a pure

@@ -1,12 +1,12 @@
 package checker
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"fmt"
 	"maps"
 	"math"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -15,6 +15,7 @@ import (
 	"github.com/anishathalye/porcupine"
 
 	"github.com/shardtest/shardtest/history"
+	"github.com/shardtest/shardtest/internal/atomicfile"
 	"github.com/shardtest/shardtest/internal/packed"
 )
 
@@ -452,10 +453,7 @@ func (s *linStream) Result(ctx context.Context, pass *Pass) Result {
 			}
 			if outDir != "" {
 				rel := filepath.Join(HTMLDir, fileName(name)+".html")
-				path := filepath.Join(outDir, rel)
-				if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-					res.Evidence = append(res.Evidence, fmt.Sprintf("%s: visualization not written: %v", name, err))
-				} else if err := porcupine.VisualizePath(m, info, path); err != nil {
+				if err := writeVisualization(outDir, rel, m, info); err != nil {
 					res.Evidence = append(res.Evidence, fmt.Sprintf("%s: visualization not written: %v", name, err))
 				} else {
 					res.Files = append(res.Files, filepath.ToSlash(rel))
@@ -730,4 +728,15 @@ func firstViolation(ctx context.Context, m porcupine.Model, pops []porcupine.Ope
 		}
 	}
 	return times[hi]
+}
+
+// writeVisualization writes porcupine's page of an entity that is not
+// linearizable to outDir/rel, through atomicfile: outDir is a stored run's
+// folder, and its linearizability folder may be a link out of it.
+func writeVisualization(outDir, rel string, m porcupine.Model, info porcupine.LinearizationInfo) error {
+	var page bytes.Buffer
+	if err := porcupine.Visualize(m, info, &page); err != nil {
+		return err
+	}
+	return atomicfile.Write(outDir, rel, page.Bytes())
 }

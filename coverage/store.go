@@ -5,11 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/shardtest/shardtest/internal/atomicfile"
+	"github.com/shardtest/shardtest/internal/regular"
 )
 
 // Summary is a run's coverage in its results.json: the counts, and how it
@@ -128,9 +128,9 @@ func ReadStore(root, except string) (*Store, error) {
 // maxFile bounds a coverage file read back.
 const maxFile = 64 << 20
 
-// Read reads a coverage file.
+// Read reads a coverage file (a regular file only, internal/regular).
 func Read(path string) (Coverage, error) {
-	f, err := os.Open(path)
+	f, err := regular.Open(path)
 	if err != nil {
 		return Coverage{}, err
 	}

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/shardtest/shardtest/internal/atomicfile"
+	"github.com/shardtest/shardtest/internal/regular"
 	"github.com/shardtest/shardtest/nemesis"
 	"github.com/shardtest/shardtest/protocol"
 )
@@ -166,10 +167,11 @@ func WriteSuite(dir string, s *Suite) error {
 	return atomicfile.Write(dir, File, append(b, '\n'))
 }
 
-// ReadSuite reads a suite folder's coverage file; ok is false when the
-// folder has none (a suite of an older harness).
+// ReadSuite reads a suite folder's coverage file (a regular file only,
+// internal/regular); ok is false when the folder has none (a suite of an
+// older harness).
 func ReadSuite(dir string) (s *Suite, ok bool, err error) {
-	f, err := os.Open(filepath.Join(dir, File))
+	f, err := regular.Open(filepath.Join(dir, File))
 	if os.IsNotExist(err) {
 		return nil, false, nil
 	}

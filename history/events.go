@@ -9,6 +9,7 @@ import (
 	"os"
 	"sync"
 
+	"github.com/shardtest/shardtest/internal/regular"
 	"github.com/shardtest/shardtest/protocol"
 )
 
@@ -148,9 +149,10 @@ type Events struct {
 // implementation without the events capability).
 var ErrNoEvents = errors.New("no node events were recorded")
 
-// ReadEventsFile reads a node-events file; a missing file is ErrNoEvents.
+// ReadEventsFile reads a node-events file (a regular file only,
+// internal/regular); a missing file is ErrNoEvents.
 func ReadEventsFile(path string) (*Events, error) {
-	f, err := os.Open(path)
+	f, err := regular.Open(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, ErrNoEvents
 	}

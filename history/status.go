@@ -8,6 +8,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/shardtest/shardtest/internal/regular"
 	"github.com/shardtest/shardtest/protocol"
 )
 
@@ -108,10 +109,10 @@ type Samples struct {
 // harness).
 var ErrNoSamples = errors.New("no status samples were recorded")
 
-// ReadStatusFile reads a status-samples file; a missing file is
-// ErrNoSamples.
+// ReadStatusFile reads a status-samples file (a regular file only,
+// internal/regular); a missing file is ErrNoSamples.
 func ReadStatusFile(path string) (*Samples, error) {
-	f, err := os.Open(path)
+	f, err := regular.Open(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, ErrNoSamples
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/shardtest/shardtest/harness/report"
 	"github.com/shardtest/shardtest/harness/run"
 	"github.com/shardtest/shardtest/history"
+	"github.com/shardtest/shardtest/internal/regular"
 )
 
 func newCheckCmd() *cobra.Command {
@@ -26,8 +27,11 @@ checks in DIR/results.json are not changed, but the reports are rewritten from
 the new results: DIR/index.html (which then says it was re-checked) and
 DIR/junit.xml; the checkers' own files (visualizations) and the run's behaviour
 coverage (DIR/coverage.json, docs/coverage.md) are written again too.
-A check interrupted with Ctrl-C leaves the reports as they were. Exit status
-as for run.`,
+A check interrupted with Ctrl-C leaves the reports as they were.
+DIR is untrusted: it must hold only regular files and folders (DIR itself
+may be a link, such as results/latest); a symbolic link, a named pipe, a
+device or a socket in it is refused, naming it, before anything is read or
+written. Exit status as for run (3: the folder cannot be checked).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			dir := args[0]
@@ -37,6 +41,12 @@ as for run.`,
 				// 1.5x the live state rather than 2x keeps the peak below
 				// what the decoded history alone would take (bench check).
 				defer debug.SetGCPercent(debug.SetGCPercent(50))
+			}
+			// A stored run is untrusted, and check writes into it: a
+			// folder holding a link or a special file is refused before
+			// anything is read or written (internal/regular).
+			if err := regular.CheckFolder(dir); err != nil {
+				return cannotRun(err)
 			}
 			o, b, err := run.ReadOptions(dir)
 			if err != nil {

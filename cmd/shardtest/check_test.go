@@ -5,11 +5,14 @@ import (
 	"context"
 	"encoding/xml"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/shardtest/shardtest/checker"
 	"github.com/shardtest/shardtest/harness/run"
@@ -122,5 +125,123 @@ func TestCheckRewritesReports(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A stored run folder is untrusted: check reads and writes regular files
+// inside it only. A named pipe, or a link out of the folder where check
+// reads (test.json, results.json: copied into index.html and junit.xml,
+// which serve then serves) or writes (availability.svg, linearizability/),
+// is refused with exit 3 naming it, before anything is written, and at
+// once: a pipe once blocked check's open for ever. A link deeper down, which
+// check only writes over, is replaced rather than written through.
+func TestCheckRefusesUntrustedFolder(t *testing.T) {
+	const token = "TOKEN-31-outside"
+	tests := []struct {
+		name  string
+		setup func(t *testing.T, dir, out string) // out: a folder outside the run's
+		code  int
+		names string // the path the error names, relative to the run folder
+		link  bool   // check is given the folder through a link, as results/latest
+	}{
+		{"the folder through a link", func(*testing.T, string, string) {}, exitInvalid, "", true},
+		{"history a named pipe", func(t *testing.T, dir, _ string) {
+			mkfifo(t, filepath.Join(dir, "history.jsonl"))
+		}, exitCannotRun, "history.jsonl", false},
+		{"events a named pipe", func(t *testing.T, dir, _ string) {
+			mkfifo(t, filepath.Join(dir, "events.jsonl"))
+		}, exitCannotRun, "events.jsonl", false},
+		{"test.json a link out", func(t *testing.T, dir, out string) {
+			writeFile(t, filepath.Join(out, "test.json"), `{"name":"register","workload":"register","runtime":"local","nodes":3,"seed":7,"secret":"`+token+`"}`)
+			relink(t, filepath.Join(out, "test.json"), filepath.Join(dir, "test.json"))
+		}, exitCannotRun, "test.json", false},
+		{"results.json a link out", func(t *testing.T, dir, out string) {
+			writeFile(t, filepath.Join(out, "results.json"), `{"test":"`+token+`","started":"2026-11-29T20:15:36.132Z","duration_ns":4000000000,"verdict":"valid","checks":[],"secret":"`+token+`"}`)
+			relink(t, filepath.Join(out, "results.json"), filepath.Join(dir, "results.json"))
+		}, exitCannotRun, "results.json", false},
+		{"availability.svg a link out", func(t *testing.T, dir, out string) {
+			relink(t, filepath.Join(out, "victim"), filepath.Join(dir, "availability.svg"))
+		}, exitCannotRun, "availability.svg", false},
+		{"linearizability a link out", func(t *testing.T, dir, out string) {
+			relink(t, out, filepath.Join(dir, "linearizability"))
+		}, exitCannotRun, "linearizability", false},
+		{"a page in linearizability a link out", func(t *testing.T, dir, out string) {
+			if err := os.Mkdir(filepath.Join(dir, "linearizability"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			relink(t, filepath.Join(out, "victim"), filepath.Join(dir, "linearizability", "register_a.html"))
+		}, exitInvalid, "", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := checkRun(t, "3") // not linearizable: check writes a page
+			out := t.TempDir()
+			writeFile(t, filepath.Join(out, "victim"), token)
+			tt.setup(t, dir, out)
+			before, _ := os.ReadDir(out)
+			cmd := newRootCmd()
+			cmd.SetOut(io.Discard)
+			cmd.SetErr(io.Discard)
+			arg := dir
+			if tt.link {
+				arg = filepath.Join(t.TempDir(), "latest")
+				relink(t, dir, arg)
+			}
+			cmd.SetArgs([]string{"check", arg})
+			done := make(chan error, 1)
+			go func() { done <- cmd.ExecuteContext(context.Background()) }()
+			var err error
+			select {
+			case err = <-done:
+			case <-time.After(30 * time.Second):
+				t.Fatal("check hangs")
+			}
+			code := exitValid
+			if err != nil {
+				code = exitCode(cmd, err)
+			}
+			// What went wrong is told in full: the damage is checked too.
+			if code != tt.code {
+				t.Errorf("exit %d (%v), want %d", code, err, tt.code)
+			}
+			if tt.names != "" && (err == nil || !strings.Contains(err.Error(), filepath.Join(dir, tt.names))) {
+				t.Errorf("error %v does not name %s", err, tt.names)
+			}
+			if b, err := os.ReadFile(filepath.Join(out, "victim")); err != nil || string(b) != token {
+				t.Errorf("the file outside was written: %d bytes, %v", len(b), err)
+			}
+			if after, _ := os.ReadDir(out); len(after) != len(before) {
+				t.Errorf("check wrote %d files outside the run folder", len(after)-len(before))
+			}
+			for _, f := range []string{"index.html", "junit.xml"} {
+				if b, _ := os.ReadFile(filepath.Join(dir, f)); bytes.Contains(b, []byte(token)) {
+					t.Errorf("%s holds the outside file's token", f)
+				}
+			}
+			if tt.code == exitCannotRun {
+				return
+			}
+			// Checked: the page went into the folder, over the link.
+			if st, err := os.Lstat(filepath.Join(dir, "linearizability", "register_a.html")); err != nil || !st.Mode().IsRegular() {
+				t.Errorf("the entity's page: %v, %v; want a regular file in the run folder", st, err)
+			}
+		})
+	}
+}
+
+func mkfifo(t *testing.T, path string) {
+	t.Helper()
+	os.Remove(path)
+	if err := syscall.Mkfifo(path, 0o644); err != nil {
+		t.Skipf("no named pipes here: %v", err)
+	}
+}
+
+// relink makes link (replacing a file there) a symbolic link to target.
+func relink(t *testing.T, target, link string) {
+	t.Helper()
+	os.Remove(link)
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -2,12 +2,12 @@ package bench
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"time"
 
 	"github.com/shardtest/shardtest/harness/run"
 	"github.com/shardtest/shardtest/history"
+	"github.com/shardtest/shardtest/internal/regular"
 )
 
 // RunCost is where a run's time went, read from its history's phase
@@ -34,7 +34,7 @@ func ReadRunCost(dir string) (RunCost, error) {
 	if err != nil {
 		return RunCost{}, err
 	}
-	f, err := os.Open(filepath.Join(dir, history.HistoryFile))
+	f, err := regular.Open(filepath.Join(dir, history.HistoryFile))
 	if err != nil {
 		return RunCost{}, err
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/shardtest/shardtest/internal/atomicfile"
+	"github.com/shardtest/shardtest/internal/regular"
 	"github.com/shardtest/shardtest/nemesis"
 )
 
@@ -77,7 +78,9 @@ func openCorpus(dir, workload string, limit time.Duration) (*corpus, error) {
 	case len(names) == 0:
 		return c, nil
 	}
-	b, err := os.ReadFile(filepath.Join(dir, corpusMarker))
+	// A corpus is a stored folder, maybe someone else's: regular files
+	// only (internal/regular).
+	b, err := regular.ReadFile(filepath.Join(dir, corpusMarker))
 	if err != nil {
 		return nil, fmt.Errorf("--corpus %s is not an exploration corpus (no readable %s): %w", dir, corpusMarker, err)
 	}
@@ -116,7 +119,7 @@ func openCorpus(dir, workload string, limit time.Duration) (*corpus, error) {
 // (nemesis.ReadSchedule); what it showed may be missing (an entry written
 // by hand), but not unreadable.
 func readEntry(dir, id string) (*Entry, error) {
-	f, err := os.Open(filepath.Join(dir, id+scheduleSuffix))
+	f, err := regular.Open(filepath.Join(dir, id+scheduleSuffix))
 	if err != nil {
 		return nil, err
 	}
@@ -126,7 +129,7 @@ func readEntry(dir, id string) (*Entry, error) {
 		return nil, err
 	}
 	e := &Entry{ID: id}
-	b, err := os.ReadFile(filepath.Join(dir, id+".json"))
+	b, err := regular.ReadFile(filepath.Join(dir, id+".json"))
 	switch {
 	case errors.Is(err, os.ErrNotExist):
 	case err != nil:

@@ -21,6 +21,7 @@ import (
 	"github.com/shardtest/shardtest/harness/report"
 	"github.com/shardtest/shardtest/harness/run"
 	"github.com/shardtest/shardtest/history"
+	"github.com/shardtest/shardtest/internal/regular"
 )
 
 // Latest is the name of the symlinks to the newest run.
@@ -191,10 +192,7 @@ func read(root, name, stamp string) Run {
 
 func readJSON(path string, v any) error {
 	// Only a regular file: opening a FIFO blocks until a writer comes.
-	if st, err := os.Stat(path); err == nil && !st.Mode().IsRegular() {
-		return fmt.Errorf("%s: not a regular file", filepath.Base(path))
-	}
-	b, err := os.ReadFile(path)
+	b, err := regular.ReadFile(path)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return err

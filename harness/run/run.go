@@ -25,6 +25,7 @@ import (
 	"github.com/shardtest/shardtest/coverage"
 	"github.com/shardtest/shardtest/harness/report"
 	"github.com/shardtest/shardtest/history"
+	"github.com/shardtest/shardtest/internal/regular"
 	"github.com/shardtest/shardtest/nemesis"
 	"github.com/shardtest/shardtest/protocol"
 	"github.com/shardtest/shardtest/protocol/client"
@@ -1103,10 +1104,11 @@ func features(rt Runtime) []string {
 }
 
 // ReadOptions reads a stored run's test.json from its folder dir: the
-// options, and the file as stored.
+// options, and the file as stored. A regular file only (internal/regular):
+// the stored file is copied into reports.
 func ReadOptions(dir string) (Options, []byte, error) {
 	var o Options
-	b, err := os.ReadFile(filepath.Join(dir, report.TestFile))
+	b, err := regular.ReadFile(filepath.Join(dir, report.TestFile))
 	if err != nil {
 		return o, nil, fmt.Errorf("read test.json: %w", err)
 	}
@@ -1116,10 +1118,11 @@ func ReadOptions(dir string) (Options, []byte, error) {
 	return o, b, nil
 }
 
-// ReadResult reads a stored run's results.json from its folder dir.
+// ReadResult reads a stored run's results.json from its folder dir (a
+// regular file only, internal/regular).
 func ReadResult(dir string) (Result, error) {
 	var r Result
-	b, err := os.ReadFile(filepath.Join(dir, report.ResultsFile))
+	b, err := regular.ReadFile(filepath.Join(dir, report.ResultsFile))
 	if err != nil {
 		return r, fmt.Errorf("read results.json: %w", err)
 	}

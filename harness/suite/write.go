@@ -17,6 +17,7 @@ import (
 	"github.com/shardtest/shardtest/coverage"
 	"github.com/shardtest/shardtest/harness/report"
 	"github.com/shardtest/shardtest/harness/run"
+	"github.com/shardtest/shardtest/internal/regular"
 )
 
 // Files of a suite's folder.
@@ -116,10 +117,11 @@ func write(dir string, runs []Run, junit []byte, exit int, took time.Duration, c
 	return os.WriteFile(filepath.Join(dir, report.IndexFile), index(dir, runs, outcome, took), 0o644)
 }
 
-// ReadSummary reads a suite's summary.json.
+// ReadSummary reads a suite's summary.json (a regular file only,
+// internal/regular).
 func ReadSummary(path string) (Summary, error) {
 	var s Summary
-	b, err := os.ReadFile(path)
+	b, err := regular.ReadFile(path)
 	if err != nil {
 		return s, err
 	}
@@ -184,7 +186,8 @@ func Merge(dirs []string, out string) (Summary, error) {
 		} else if s.WithBugs != first.WithBugs {
 			return Summary{}, fmt.Errorf("%s was run with --with-bugs %v, %s with %v: not parts of one suite", dirs[0], first.WithBugs, dir, s.WithBugs)
 		}
-		j, err := os.ReadFile(filepath.Join(dir, report.JUnitFile))
+		// Copied into the merged file: a regular file only.
+		j, err := regular.ReadFile(filepath.Join(dir, report.JUnitFile))
 		if err != nil {
 			return Summary{}, err
 		}
