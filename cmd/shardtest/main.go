@@ -15,8 +15,15 @@ import (
 )
 
 func main() {
+	// Ctrl-C and SIGTERM (what timeout, kill and CI runners send) alike
+	// ask the command to stop: its context ends, and a run cleans up its
+	// cluster. From then on both have their default effect again, so a
+	// second one ends the process at once, even a command stuck in a
+	// system call that no context reaches (shardtest check once blocked
+	// for ever opening a named pipe, and every signal was swallowed).
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	context.AfterFunc(ctx, stop)
 	cmd, err := newRootCmd().ExecuteContextC(ctx)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "shardtest:", err)
