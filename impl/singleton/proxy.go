@@ -1,16 +1,13 @@
 package singleton
 
 import (
-	"container/list"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/shardtest/shardtest/protocol"
 	"github.com/shardtest/shardtest/protocol/kit"
 	"log/slog"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/shardtest/shardtest/impl/clock"
@@ -64,41 +61,37 @@ type ProxyStatus struct {
 }
 
 // Proxy is the ClusterSingletonProxy: it routes requests to the singleton
-// wherever it runs.
+// wherever it runs. Every decision — where a request goes, when it is
+// tried again, which waiting request a full buffer drops — is its
+// ProxyState's; Proxy drives that machine under its lock, and each caller's
+// goroutine carries out the effects for its own request (the attempt, its
+// timer, its end).
 type Proxy struct {
 	cfg  ProxyConfig
 	d    ProxyDeps
 	log  *slog.Logger
 	path string
 
-	mu       sync.Mutex
-	buffer   *list.List // *waiter, in the order they first waited
-	nWaiting int        // waiters not in flight
-
-	dropped   atomic.Uint64
-	forwarded atomic.Uint64
+	mu      sync.Mutex
+	st      *ProxyState
+	viewed  bool
+	version uint64 // of the last view stepped
+	nextID  uint64
+	calls   map[uint64]*proxyWaiter
 }
 
-type waiter struct {
-	elem     *list.Element
-	inFlight bool
-	gone     bool
-	dropped  chan struct{}
+// proxyWaiter is one request's share of the machine's effects, and the
+// signal that it has some.
+type proxyWaiter struct {
+	effects []ProxyEffect
+	wake    chan struct{}
 }
 
 // NewProxy validates cfg and returns a proxy.
 func NewProxy(cfg ProxyConfig, d ProxyDeps) (*Proxy, error) {
-	if !validName(cfg.Name) {
-		return nil, fmt.Errorf("singleton proxy: name %q must match [a-z0-9-]{1,64}", cfg.Name)
-	}
-	if cfg.BufferSize < 0 || cfg.RetryInterval < 0 {
-		return nil, fmt.Errorf("singleton proxy %s: BufferSize and RetryInterval must not be negative", cfg.Name)
-	}
-	if cfg.BufferSize == 0 {
-		cfg.BufferSize = DefaultProxyBufferSize
-	}
-	if cfg.RetryInterval == 0 {
-		cfg.RetryInterval = DefaultProxyRetryInterval
+	cfg, err := ProxyConfigDefaults(cfg)
+	if err != nil {
+		return nil, err
 	}
 	switch {
 	case d.Membership == nil:
@@ -118,24 +111,67 @@ func NewProxy(cfg ProxyConfig, d ProxyDeps) (*Proxy, error) {
 		d.Logger = slog.New(slog.DiscardHandler)
 	}
 	return &Proxy{
-		cfg:    cfg,
-		d:      d,
-		log:    d.Logger.With("singleton_proxy", cfg.Name),
-		path:   routePrefix + cfg.Name + "/" + opRequest,
-		buffer: list.New(),
+		cfg:   cfg,
+		d:     d,
+		log:   d.Logger.With("singleton_proxy", cfg.Name),
+		path:  routePrefix + cfg.Name + "/" + opRequest,
+		st:    NewProxyState(cfg),
+		calls: map[uint64]*proxyWaiter{},
 	}, nil
 }
 
 // Status returns the proxy's counters.
 func (p *Proxy) Status() ProxyStatus {
 	p.mu.Lock()
-	n := p.nWaiting
+	st := ProxyStatus{Name: p.cfg.Name, Buffered: p.st.Waiting(), Dropped: p.st.Dropped(), Forwarded: p.st.Forwarded()}
 	p.mu.Unlock()
-	st := ProxyStatus{Name: p.cfg.Name, Buffered: n, Dropped: p.dropped.Load(), Forwarded: p.forwarded.Load()}
 	if o, ok := p.d.Membership.Snapshot().Oldest(p.cfg.Role); ok {
 		st.Target = o.UID()
 	}
 	return st
+}
+
+// stepLocked steps the membership's current view first if it is new, then
+// in (if any), and hands each request its effects.
+func (p *Proxy) stepLocked(in ProxyInput) {
+	if snap := p.d.Membership.Snapshot(); !p.viewed || snap.Version != p.version {
+		p.viewed, p.version = true, snap.Version
+		p.dispatchLocked(p.st.Step(PxView{Snapshot: snap}))
+	}
+	if in != nil {
+		p.dispatchLocked(p.st.Step(in))
+	}
+}
+
+func (p *Proxy) dispatchLocked(effs []ProxyEffect) {
+	for _, e := range effs {
+		var id uint64
+		switch e := e.(type) {
+		case PxEmit:
+			p.log.Warn("singleton proxy buffer full; dropped the oldest waiting request", "buffer_size", p.cfg.BufferSize, "dropped_total", p.st.Dropped())
+			p.d.Events.Append(e.Event)
+			continue
+		case PxAttempt:
+			id = e.ID
+		case PxArm:
+			id = e.ID
+		case PxFail:
+			id = e.ID
+		}
+		if w := p.calls[id]; w != nil {
+			w.effects = append(w.effects, e)
+			select {
+			case w.wake <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
+func (p *Proxy) step(in ProxyInput) {
+	p.mu.Lock()
+	p.stepLocked(in)
+	p.mu.Unlock()
 }
 
 // Call sends req to the singleton and returns its reply. While no instance
@@ -148,65 +184,82 @@ func (p *Proxy) Call(ctx context.Context, req Request) (json.RawMessage, error) 
 	if req.Op == "" {
 		return nil, fmt.Errorf("%w: empty op", ErrBadRequest)
 	}
-	var w *waiter
+	w := &proxyWaiter{wake: make(chan struct{}, 1)}
+	p.mu.Lock()
+	p.nextID++
+	id := p.nextID
+	p.calls[id] = w
+	p.stepLocked(PxCall{ID: id})
+	p.mu.Unlock()
 	defer func() {
-		if w != nil {
-			p.leave(w)
+		p.mu.Lock()
+		delete(p.calls, id)
+		p.stepLocked(PxDone{ID: id})
+		p.mu.Unlock()
+	}()
+	var timer clock.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
 		}
 	}()
-	var last error
 	for {
-		if err := ctx.Err(); err != nil {
-			return nil, p.expired(err, last)
-		}
 		changed := p.d.Membership.Changed()
-		snap := p.d.Membership.Snapshot()
-		if target, ok := snap.Oldest(p.cfg.Role); ok {
-			if w != nil && !p.takeOff(w) {
-				return nil, p.droppedErr()
+		p.mu.Lock()
+		effs := w.effects
+		w.effects = nil
+		p.mu.Unlock()
+		for _, e := range effs {
+			switch e := e.(type) {
+			case PxAttempt:
+				res, retry, err := p.attempt(ctx, e.Target, req)
+				if !retry {
+					return res, err
+				}
+				p.log.Debug("singleton not running at target; waiting", "target", e.Target.UID(), "err", err)
+				p.step(PxNotRunning{ID: id, Err: err})
+			case PxArm:
+				if timer != nil {
+					timer.Stop()
+				}
+				timer = p.d.Clock.NewTimer(e.After)
+			case PxFail:
+				return nil, e.Err
 			}
-			res, retry, err := p.attempt(ctx, snap, target, req)
-			if !retry {
-				return res, err
-			}
-			last = err
-			p.log.Debug("singleton not running at target; waiting", "target", target.UID(), "err", err)
 		}
-		if w == nil {
-			w = p.enqueue()
-		} else if !p.putBack(w) {
-			return nil, p.droppedErr()
+		if len(effs) > 0 {
+			continue
 		}
-		t := p.d.Clock.NewTimer(p.cfg.RetryInterval)
+		var fired <-chan time.Time
+		if timer != nil {
+			fired = timer.C()
+		}
 		select {
-		case <-w.dropped:
-			t.Stop()
-			return nil, p.droppedErr()
+		case <-w.wake:
 		case <-changed:
-		case <-t.C():
+			p.step(nil)
+		case <-fired:
+			timer = nil
+			p.step(PxTimer{ID: id})
 		case <-ctx.Done():
+			p.step(PxExpired{ID: id, Err: ctx.Err()})
+			p.mu.Lock()
+			pending := len(w.effects)
+			p.mu.Unlock()
+			if pending == 0 {
+				// Already forgotten (dropped): its PxFail was taken.
+				return nil, expiredErr(ctx.Err(), nil)
+			}
 		}
-		t.Stop()
 	}
-}
-
-func (p *Proxy) droppedErr() error {
-	return fmt.Errorf("%w (buffer size %d)", ErrDropped, p.cfg.BufferSize)
-}
-
-// expired: ctx ended while the request was only waiting; every attempt so
-// far was a definite "not running", so nothing happened.
-func (p *Proxy) expired(ctxErr, last error) error {
-	if last != nil {
-		return fmt.Errorf("%w: no instance took the request before the deadline (last: %v): %w", ErrNotRunning, last, ctxErr)
-	}
-	return fmt.Errorf("%w: no instance known before the deadline: %w", ErrNotRunning, ctxErr)
 }
 
 // attempt sends req once to the manager on target.
-func (p *Proxy) attempt(ctx context.Context, snap cluster.Snapshot, target cluster.MemberState, req Request) (json.RawMessage, bool, error) {
-	p.forwarded.Add(1)
-	if p.d.Local != nil && target.UID() == snap.Self.UID() {
+func (p *Proxy) attempt(ctx context.Context, target cluster.MemberState, req Request) (json.RawMessage, bool, error) {
+	p.mu.Lock()
+	self := p.st.View().Self.UID()
+	p.mu.Unlock()
+	if p.d.Local != nil && target.UID() == self {
 		res, err := p.d.Local.Handle(ctx, req)
 		switch {
 		case err == nil:
@@ -231,82 +284,4 @@ func (p *Proxy) attempt(ctx context.Context, snap cluster.Snapshot, target clust
 	}
 	retry, out := classifyRemote(err)
 	return nil, retry, out
-}
-
-// enqueue adds a new waiter, dropping the oldest waiting one if the buffer
-// is full.
-func (p *Proxy) enqueue() *waiter {
-	w := &waiter{dropped: make(chan struct{})}
-	p.mu.Lock()
-	w.elem = p.buffer.PushBack(w)
-	p.nWaiting++
-	p.enforceLocked()
-	p.mu.Unlock()
-	return w
-}
-
-// takeOff marks w in flight; false if it was dropped.
-func (p *Proxy) takeOff(w *waiter) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if w.gone {
-		return false
-	}
-	if !w.inFlight {
-		w.inFlight = true
-		p.nWaiting--
-	}
-	return true
-}
-
-// putBack makes an in-flight waiter wait again; false if it was dropped.
-func (p *Proxy) putBack(w *waiter) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if w.gone {
-		return false
-	}
-	if w.inFlight {
-		w.inFlight = false
-		p.nWaiting++
-		p.enforceLocked()
-	}
-	return !w.gone
-}
-
-// leave removes a finished waiter.
-func (p *Proxy) leave(w *waiter) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if w.gone {
-		return
-	}
-	w.gone = true
-	p.buffer.Remove(w.elem)
-	if !w.inFlight {
-		p.nWaiting--
-	}
-}
-
-func (p *Proxy) enforceLocked() {
-	for p.nWaiting > p.cfg.BufferSize {
-		var victim *waiter
-		for e := p.buffer.Front(); e != nil; e = e.Next() {
-			if w := e.Value.(*waiter); !w.inFlight {
-				victim = w
-				break
-			}
-		}
-		if victim == nil {
-			return
-		}
-		victim.gone = true
-		p.buffer.Remove(victim.elem)
-		p.nWaiting--
-		close(victim.dropped)
-		total := p.dropped.Add(1)
-		p.log.Warn("singleton proxy buffer full; dropped the oldest waiting request", "buffer_size", p.cfg.BufferSize, "dropped_total", total)
-		p.d.Events.Append(protocol.Event{Type: protocol.EventProxyDropped, Singleton: p.cfg.Name,
-			Detail: fmt.Sprintf("buffer of %d full; dropped the oldest waiting request (%d in total)", p.cfg.BufferSize, total)})
-	}
 }
