@@ -103,6 +103,9 @@ const (
 	// CodeBadUpgrade: a request for a stream (impl/peer's StreamPath) that
 	// cannot be one.
 	CodeBadUpgrade = "bad-upgrade"
+	// CodeTooManyStreams: the sending member holds as many streams as it
+	// may; it sends over plain HTTP instead.
+	CodeTooManyStreams = "too-many-streams"
 	// CodeTimeout is a deadline that passed once the request was taken:
 	// it may have had an effect.
 	CodeTimeout = "timeout"
@@ -179,7 +182,7 @@ func codeTable() []CodeInfo {
 		{ScopeJournal, CodeInternal, http.StatusInternalServerError, Unknown, "a storage error"},
 
 		// The reference node's node-to-node transport.
-		{ScopePeer, CodePeerRefused, http.StatusForbidden, Fail, "the sender is not a current member, calls from another address than its member's, or the cluster secret is wrong; 503 when no member runs at this address"},
+		{ScopePeer, CodePeerRefused, http.StatusForbidden, Fail, "the sender is not a current member, calls from another address than its member's, or the cluster secret is wrong (a stream's upgrade as each request); 503 when no member runs at this address"},
 		{ScopePeer, CodeWrongMember, http.StatusServiceUnavailable, Fail, "the request is for another member (an earlier incarnation at this address)"},
 		{ScopePeer, CodeNotReady, http.StatusServiceUnavailable, Fail, "no member runs on this node yet"},
 		{ScopePeer, CodeNotFound, http.StatusNotFound, Fail, "no such endpoint, entity type or singleton on this node"},
@@ -187,6 +190,7 @@ func codeTable() []CodeInfo {
 		{ScopePeer, CodeBadRequest, http.StatusBadRequest, Fail, "a required field is missing or out of range; 413 when the body is larger than the endpoint takes"},
 		{ScopePeer, CodeBadJSON, http.StatusBadRequest, Fail, "the body is not the endpoint's JSON, or could not be read"},
 		{ScopePeer, CodeBadUpgrade, http.StatusBadRequest, Fail, "a stream request that is not a GET with the stream's Upgrade header, or names no sender; 500 (still fail: nothing was done) when the server cannot hand over its connection"},
+		{ScopePeer, CodeTooManyStreams, http.StatusTooManyRequests, Fail, "a stream's upgrade from a member that holds as many streams here as a member may (it sends over plain HTTP)"},
 		{ScopePeer, CodeInternal, http.StatusInternalServerError, Unknown, "the answer could not be encoded or was too long, or its handler panicked"},
 		{ScopePeer, CodeTimeout, http.StatusGatewayTimeout, Unknown, "the deadline passed once the request was taken (by an entity, a singleton instance)"},
 		{ScopePeer, CodeShardNotHere, http.StatusServiceUnavailable, Fail, "the region does not host the shard"},

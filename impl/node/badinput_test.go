@@ -321,39 +321,11 @@ func TestPeerEndpointsAdmitOnlyMembers(t *testing.T) {
 	tc := newTestCluster(t, 2, func(c *Config) { c.ClusterSecret = secret })
 	n1, n2 := tc.nodes[0].n, tc.nodes[1].n
 	member := func(n *Node) string { return n.Status().Self.UID }
-	post := func(path, body string, h map[string]string) (int, string) {
-		req, _ := http.NewRequest(http.MethodPost, "http://"+n1.PeerAddr()+path, strings.NewReader(body))
-		for k, v := range h {
-			req.Header.Set(k, v)
-		}
-		res, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer res.Body.Close()
-		b, _ := io.ReadAll(res.Body)
-		var e protocol.ErrorBody
-		json.Unmarshal(b, &e)
-		if res.StatusCode >= 300 && e.Outcome != protocol.Fail {
-			t.Errorf("%s: refused with outcome %q, want fail: %s", path, e.Outcome, b)
-		}
-		return res.StatusCode, e.Code
-	}
+	post := func(path, body string, h map[string]string) (int, string) { return peerPost(t, n1, path, body, h) }
 	handOver := "/internal/v1/singleton/id-generator/hand-over-to-me"
 	hostShard := "/internal/v1/sharding/register/host-shard"
 	good := map[string]string{peer.SecretHeader: secret, peer.MemberHeader: member(n2), peer.ToHeader: member(n1), peer.FromHeader: "x"}
-	with := func(k, v string) map[string]string {
-		h := map[string]string{}
-		for a, b := range good {
-			h[a] = b
-		}
-		if v == "" {
-			delete(h, k)
-		} else {
-			h[k] = v
-		}
-		return h
-	}
+	with := func(k, v string) map[string]string { return withHeader(good, k, v) }
 	tests := []struct {
 		name, path, body string
 		headers          map[string]string
@@ -374,13 +346,24 @@ func TestPeerEndpointsAdmitOnlyMembers(t *testing.T) {
 			}
 		})
 	}
+	// Nor is a stream opened for a stranger to hold (only refused per
+	// request inside, it was opened for anyone).
+	for _, h := range []map[string]string{with(peer.SecretHeader, ""), with(peer.SecretHeader, "guess"), with(peer.MemberHeader, "ghost@x")} {
+		if status := peerUpgrade(t, n1, h); status != http.StatusForbidden {
+			t.Errorf("an upgrade with %v: %d, want 403", h, status)
+		}
+	}
 	// Nothing was acted on: the id generator still answers, shard 7 is
 	// hosted only where the coordinator put it.
 	if _, err := newIDClient().nextID(n1.Addr()); err != nil {
 		t.Fatalf("next-id after the forged requests: %v", err)
 	}
-	// And what a member sends passes the guard (the region answers).
+	// And what a member sends passes the guard (the region answers), on
+	// a stream too.
 	if status, code := post(hostShard, `{"shard":"7"}`, good); status >= 300 && (code == protocol.CodePeerRefused || code == protocol.CodeWrongMember) {
 		t.Fatalf("a member's own request was refused: %d %s", status, code)
+	}
+	if status := peerUpgrade(t, n1, good); status != http.StatusSwitchingProtocols {
+		t.Fatalf("a member's stream: %d, want 101", status)
 	}
 }

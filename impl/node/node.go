@@ -280,9 +280,13 @@ func New(cfg Config) (*Node, error) {
 	guard := &peer.Guard{Self: n.memberUID, Member: n.currentMember, Secret: cfg.ClusterSecret}
 	// Members send each other requests on streams (peer.StreamPath); the
 	// same endpoints answer plain HTTP too. Either way the packet filter
-	// comes first (a cut sender's request is never seen), then the guard.
+	// comes first (a cut sender's request is never seen), then the guard:
+	// at a stream's upgrade (no stranger holds one open) and at every
+	// request, on a stream or not (a member may stop being one while its
+	// stream is open). The guard names the sender to the handlers, which
+	// trust no body's word for it.
 	internal := guard.Middleware(http.HandlerFunc(n.handleInternal))
-	n.peerStreams = peer.NewStreamServer(n.filter, internal, n.log)
+	n.peerStreams = peer.NewStreamServer(n.filter, guard, internal, n.log)
 	n.peerSrv = kit.NewServer(n.peerStreams.Handler(n.filter.Middleware(internal)))
 	return n, nil
 }

@@ -259,6 +259,13 @@ func (c *Client) Call(ctx context.Context, to Target, path string, req, resp any
 		if errors.Is(err, errHTTPOnly) {
 			return c.callHTTP(ctx, to, path, body, resp)
 		}
+		var refused *RemoteError
+		if errors.As(err, &refused) {
+			// The peer's guard refused the stream: the answer this
+			// request would have had on one (and the next call asks
+			// again: the peer may know this member by then).
+			return refused
+		}
 		if err != nil {
 			return notSent(httpAddr, err)
 		}
@@ -400,36 +407,88 @@ type Guard struct {
 	Secret string
 }
 
-// Middleware refuses, with a definite failure, a request whose secret is
-// wrong, whose sender is not a current member (or calls from another IP
-// than that member's), or which is for another member.
+// Refusal is why the guard did not admit a request: the status and the
+// error body to answer it with (always a definite failure).
+type Refusal struct {
+	Status int
+	Body   protocol.ErrorBody
+}
+
+// Write answers the refusal.
+func (r *Refusal) Write(w http.ResponseWriter) { WriteErrorBody(w, r.Status, r.Body) }
+
+func refuse(status int, code, msg string) *Refusal {
+	return &Refusal{Status: status, Body: protocol.ErrorBody{Code: code, Error: msg}}
+}
+
+// Admit checks what every request and every stream's upgrade must show
+// before anything of it is served: the cluster's secret, a sender that is
+// a current member of this member's view, calling from that member's
+// address. It returns the sender's uid, or why not. (Which member the
+// request is for is checked per request: a stream's requests each name
+// theirs.)
+func (g *Guard) Admit(h http.Header, remoteAddr string) (string, *Refusal) {
+	if g.Secret != "" && subtle.ConstantTimeCompare([]byte(h.Get(SecretHeader)), []byte(g.Secret)) != 1 {
+		return "", refuse(http.StatusForbidden, protocol.CodePeerRefused, "wrong or missing cluster secret")
+	}
+	self := g.Self()
+	if self == "" {
+		// The table's other status for a refusal: no member here yet.
+		return "", refuse(http.StatusServiceUnavailable, protocol.CodePeerRefused, "no member runs here")
+	}
+	from := h.Get(MemberHeader)
+	ip, ok := g.Member(from)
+	switch {
+	case from == "" || !ok:
+		return "", refuse(http.StatusForbidden, protocol.CodePeerRefused, fmt.Sprintf("%q is not a current member of %s's cluster", from, self))
+	case ip != "" && !sameHost(remoteAddr, ip):
+		return "", refuse(http.StatusForbidden, protocol.CodePeerRefused, fmt.Sprintf("a request as %s from %s, which is not its address", from, remoteAddr))
+	}
+	return from, nil
+}
+
+// Middleware refuses, with a definite failure, a request Admit refuses or
+// which is for another member; the handler it admits a request to finds
+// the sender, as the guard admitted it, with SenderOf.
 func (g *Guard) Middleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if g.Secret != "" && subtle.ConstantTimeCompare([]byte(r.Header.Get(SecretHeader)), []byte(g.Secret)) != 1 {
-			WriteError(w, protocol.CodePeerRefused, "wrong or missing cluster secret")
+		from, no := g.Admit(r.Header, r.RemoteAddr)
+		if no != nil {
+			no.Write(w)
 			return
 		}
-		self := g.Self()
-		if self == "" {
-			// The table's other status for a refusal: no member here yet.
-			WriteErrorBody(w, http.StatusServiceUnavailable, protocol.ErrorBody{Code: protocol.CodePeerRefused, Error: "no member runs here"})
-			return
-		}
-		from := r.Header.Get(MemberHeader)
-		ip, ok := g.Member(from)
-		switch {
-		case from == "" || !ok:
-			WriteError(w, protocol.CodePeerRefused, fmt.Sprintf("%q is not a current member of %s's cluster", from, self))
-			return
-		case ip != "" && !sameHost(r.RemoteAddr, ip):
-			WriteError(w, protocol.CodePeerRefused, fmt.Sprintf("a request as %s from %s, which is not its address", from, r.RemoteAddr))
-			return
-		}
-		if to := r.Header.Get(ToHeader); to != self {
+		if to, self := r.Header.Get(ToHeader), g.Self(); to != self {
 			WriteError(w, protocol.CodeWrongMember, fmt.Sprintf("the request is for %q; this is %s", to, self))
 			return
 		}
-		next.ServeHTTP(w, r)
+		next.ServeHTTP(w, r.WithContext(WithSender(r.Context(), from)))
+	})
+}
+
+// senderKey is the context key of the sender a guard admitted.
+type senderKey struct{}
+
+// WithSender returns ctx naming uid as the member a node-to-node request
+// comes from. The guard sets it; a handler trusts no other word of who
+// sent a request (a body's "from" is checked against it).
+func WithSender(ctx context.Context, uid string) context.Context {
+	return context.WithValue(ctx, senderKey{}, uid)
+}
+
+// SenderOf is the member a node-to-node request comes from, as a guard
+// (or NameSender) admitted it; ok is false when none did, and a handler
+// then refuses what only a member may ask.
+func SenderOf(ctx context.Context) (uid string, ok bool) {
+	uid, ok = ctx.Value(senderKey{}).(string)
+	return uid, ok && uid != ""
+}
+
+// NameSender names the sender of every request by its MemberHeader,
+// unchecked: for servers that run the node-to-node handlers without a
+// Guard (tests of one package's protocol), never for a peer port.
+func NameSender(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		next.ServeHTTP(w, r.WithContext(WithSender(r.Context(), r.Header.Get(MemberHeader))))
 	})
 }
 

@@ -3,14 +3,17 @@ package peer
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"sync"
 	"time"
 
 	"github.com/shardtest/shardtest/impl/clock"
+	"github.com/shardtest/shardtest/protocol"
 )
 
 // StreamPath is the peer port's endpoint that turns a connection into a
@@ -182,14 +185,31 @@ func (c *Client) upgrade(ctx context.Context, addr string) (*stream, *bufio.Read
 		return nil, nil, fmt.Errorf("ask %s for a stream: %w", addr, err)
 	}
 	if res.StatusCode != http.StatusSwitchingProtocols || res.Header.Get("Upgrade") != streamProtocol {
+		data, _ := io.ReadAll(io.LimitReader(res.Body, 64<<10))
 		res.Body.Close()
 		conn.Close()
+		if re := guardRefusal(res.StatusCode, data); re != nil {
+			return nil, nil, re
+		}
 		return nil, nil, fmt.Errorf("%w: %s answered the upgrade with %s", errHTTPOnly, addr, res.Status)
 	}
 	conn.SetDeadline(time.Time{})
 	s := &stream{addr: addr, conn: conn, out: frameWriter{conn: conn}, pending: map[uint64]chan frame{}}
 	s.idle = clock.Machine{}.AfterFunc(clientIdle, s.closeIfIdle)
 	return s, br, nil
+}
+
+// guardRefusal is the peer guard's refusal of a stream (the answer each
+// request would get: this member is not, or not yet, one of the peer's, or
+// the secret is wrong), or nil for any other answer: a peer that serves no
+// streams, or will not give this member another (too-many-streams), is
+// sent plain HTTP requests instead.
+func guardRefusal(status int, data []byte) *RemoteError {
+	var b protocol.ErrorBody
+	if json.Unmarshal(data, &b) != nil || b.Code != protocol.CodePeerRefused || b.Outcome != protocol.Fail {
+		return nil
+	}
+	return &RemoteError{Status: status, Body: b}
 }
 
 // broken is why the stream can carry no more requests (nil: it can).

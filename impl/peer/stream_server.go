@@ -27,30 +27,47 @@ const (
 	// maxInFlight bounds the requests one stream has being served at
 	// once; past it the stream is not read until one ends.
 	maxInFlight = 1024
+	// maxStreamsPerMember bounds the streams one member may hold open
+	// here at once. A member's client keeps one stream per peer address;
+	// a few more cover the streams of a broken connection this side has
+	// not noticed yet (a half-open one lingers up to serverIdle). More is
+	// a sender that misbehaves, each stream costing a buffer and
+	// workers: refused with 429 (the sender's doing, not this node's
+	// state, which 503 would say), after which a client sends that
+	// member's requests over plain HTTP, each guarded as before, so a
+	// legitimate sender beyond the bound loses speed, not service.
+	maxStreamsPerMember = 4
 )
 
 // StreamServer serves node-to-node streams: each request on one runs
 // through the same handler an HTTP request of its path would, with the
 // sender's headers the stream named at its start, and its packet filter
 // applied per request (a cut sender's request is answered "dropped", as a
-// connection closed without an answer).
+// connection closed without an answer). Its guard admits a stream before
+// the upgrade, as it admits a request: a stranger gets no stream to hold
+// open (only its refusal), and a member at most maxStreamsPerMember.
 type StreamServer struct {
 	filter  *Filter
+	guard   *Guard
 	handler http.Handler
 	log     *slog.Logger
 
-	mu      sync.Mutex
-	closed  bool
-	streams map[net.Conn]struct{}
-	wg      sync.WaitGroup // streams and their requests
+	mu       sync.Mutex
+	closed   bool
+	streams  map[net.Conn]struct{}
+	byMember map[string]int // open streams (and upgrades under way) per member
+	wg       sync.WaitGroup // streams and their requests
 }
 
 // NewStreamServer returns a server whose streams' requests h handles.
-func NewStreamServer(filter *Filter, h http.Handler, log *slog.Logger) *StreamServer {
+// guard admits each stream before its upgrade (h should guard each
+// request too: a member may stop being one while its stream is open); nil
+// admits every sender that names itself (tests of the transport alone).
+func NewStreamServer(filter *Filter, guard *Guard, h http.Handler, log *slog.Logger) *StreamServer {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &StreamServer{filter: filter, handler: h, log: log, streams: map[net.Conn]struct{}{}}
+	return &StreamServer{filter: filter, guard: guard, handler: h, log: log, streams: map[net.Conn]struct{}{}, byMember: map[string]int{}}
 }
 
 // Handler serves StreamPath and passes every other request to next.
@@ -92,12 +109,29 @@ func (s *StreamServer) upgrade(w http.ResponseWriter, r *http.Request) {
 		WriteErrorBody(w, http.StatusInternalServerError, protocol.ErrorBody{Code: protocol.CodeBadUpgrade, Error: "this server cannot hand over its connection"})
 		return
 	}
-	conn, brw, err := hj.Hijack()
-	if err != nil {
+	if !s.filter.AllowsStream(from) {
+		// As a cut network: no answer, whoever asks.
+		if conn, _, err := hj.Hijack(); err == nil {
+			conn.Close()
+		}
 		return
 	}
-	if !s.filter.AllowsStream(from) {
-		conn.Close() // as a cut network: no answer
+	// Admitted before the upgrade, as each request is: a stranger was
+	// given a stream (and its buffer and workers) and refused only each
+	// call on it.
+	if s.guard != nil {
+		if _, no := s.guard.Admit(r.Header, r.RemoteAddr); no != nil {
+			no.Write(w)
+			return
+		}
+	}
+	if no := s.reserve(member); no != nil {
+		no.Write(w)
+		return
+	}
+	defer s.release(member)
+	conn, brw, err := hj.Hijack()
+	if err != nil {
 		return
 	}
 	s.mu.Lock()
@@ -130,6 +164,27 @@ func (s *StreamServer) upgrade(w http.ResponseWriter, r *http.Request) {
 		inflight: map[uint64]context.CancelFunc{},
 	}
 	ss.serve(brw.Reader)
+}
+
+// reserve takes one of member's stream slots until release, or refuses
+// the stream (see maxStreamsPerMember).
+func (s *StreamServer) reserve(member string) *Refusal {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if n := s.byMember[member]; n >= maxStreamsPerMember {
+		return refuse(http.StatusTooManyRequests, protocol.CodeTooManyStreams,
+			fmt.Sprintf("%s holds %d streams here, the most a member may; send over plain HTTP", member, n))
+	}
+	s.byMember[member]++
+	return nil
+}
+
+func (s *StreamServer) release(member string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.byMember[member]--; s.byMember[member] <= 0 {
+		delete(s.byMember, member)
+	}
 }
 
 // serverStream is one stream being served.

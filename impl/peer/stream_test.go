@@ -8,6 +8,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
@@ -99,9 +101,9 @@ func FuzzParseFrame(f *testing.F) {
 
 // streamServer starts a stream server (and plain HTTP for other paths)
 // around h.
-func streamServer(t *testing.T, filter *Filter, h http.Handler) (*httptest.Server, *StreamServer, string) {
+func streamServer(t *testing.T, filter *Filter, guard *Guard, h http.Handler) (*httptest.Server, *StreamServer, string) {
 	t.Helper()
-	ss := NewStreamServer(filter, h, nil)
+	ss := NewStreamServer(filter, guard, h, nil)
 	srv := httptest.NewServer(ss.Handler(filter.Middleware(h)))
 	t.Cleanup(srv.Close)
 	t.Cleanup(ss.Close)
@@ -121,7 +123,7 @@ func TestStreamCarriesConcurrentCalls(t *testing.T) {
 		served.Add(1)
 		WriteJSON(w, 200, map[string]any{"n": in.N, "to": r.Header.Get(ToHeader), "from": r.Header.Get(MemberHeader)})
 	})
-	_, _, addr := streamServer(t, nil, h)
+	_, _, addr := streamServer(t, nil, nil, h)
 	c := NewClient(Self{UID: "me@1", GossipAddr: "me:1"}, nil)
 	defer c.Close()
 	var wg sync.WaitGroup
@@ -176,7 +178,7 @@ func TestStreamWorkersServeOneRequestAfterAnother(t *testing.T) {
 		mu.Unlock()
 		WriteJSON(w, 200, struct{}{})
 	})
-	_, ss, addr := streamServer(t, nil, h)
+	_, ss, addr := streamServer(t, nil, nil, h)
 	c := NewClient(Self{UID: "me@1", GossipAddr: "me:1"}, nil)
 	to := Target{UID: "p@1", GossipAddr: "p:1", Addr: addr}
 	const calls = 50
@@ -207,7 +209,7 @@ func TestStreamCancelReachesHandler(t *testing.T) {
 		<-r.Context().Done()
 		close(cancelled)
 	})
-	_, _, addr := streamServer(t, nil, h)
+	_, _, addr := streamServer(t, nil, nil, h)
 	c := NewClient(Self{UID: "me@1", GossipAddr: "me:1"}, nil)
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
@@ -225,7 +227,7 @@ func TestStreamCancelReachesHandler(t *testing.T) {
 
 func TestStreamRedialsAfterBreak(t *testing.T) {
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { WriteJSON(w, 200, struct{}{}) })
-	ss := NewStreamServer(nil, h, nil)
+	ss := NewStreamServer(nil, nil, h, nil)
 	srv := httptest.NewServer(ss.Handler(h))
 	defer srv.Close()
 	addr := strings.TrimPrefix(srv.URL, "http://")
@@ -259,7 +261,7 @@ func TestStreamRedialsAfterBreak(t *testing.T) {
 func TestNotSentIsDefiniteOnlyWhenNothingWasWritten(t *testing.T) {
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { WriteJSON(w, 200, struct{}{}) })
 	var serverFilter Filter
-	_, _, addr := streamServer(t, &serverFilter, h)
+	_, _, addr := streamServer(t, &serverFilter, nil, h)
 	closed := httptest.NewServer(h)
 	closedAddr := strings.TrimPrefix(closed.URL, "http://")
 	closed.Close()
@@ -313,7 +315,7 @@ func TestStreamGuardedPerRequest(t *testing.T) {
 		Secret: "s3cret",
 	}
 	h := g.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { WriteJSON(w, 200, struct{}{}) }))
-	_, _, addr := streamServer(t, nil, h)
+	_, _, addr := streamServer(t, nil, g, h)
 	good := NewClient(Self{UID: "me@1", GossipAddr: "me:1", Secret: "s3cret"}, nil)
 	defer good.Close()
 	bad := NewClient(Self{UID: "me@1", GossipAddr: "me:1", Secret: "guess"}, nil)
@@ -346,7 +348,7 @@ func TestStreamHandlerPanicIsAnUnknownOutcome(t *testing.T) {
 		}
 		WriteJSON(w, 200, struct{}{})
 	})
-	_, _, addr := streamServer(t, nil, h)
+	_, _, addr := streamServer(t, nil, nil, h)
 	c := NewClient(Self{UID: "me@1", GossipAddr: "me:1"}, nil)
 	defer c.Close()
 	to := Target{UID: "p@1", GossipAddr: "p:1", Addr: addr}
@@ -361,7 +363,7 @@ func TestStreamHandlerPanicIsAnUnknownOutcome(t *testing.T) {
 
 func TestStreamServerRefusesBadUpgradesAndFrames(t *testing.T) {
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { WriteJSON(w, 200, struct{}{}) })
-	srv, _, addr := streamServer(t, nil, h)
+	srv, _, addr := streamServer(t, nil, nil, h)
 	// An upgrade that names no sender is refused with a clear answer.
 	res, err := http.Get(srv.URL + StreamPath)
 	if err != nil {
@@ -422,5 +424,137 @@ func TestClientFallsBackToHTTP(t *testing.T) {
 	}
 	if upgrades.Load() != 1 || posts.Load() != 3 {
 		t.Fatalf("%d upgrades asked, %d posts: want the upgrade asked once", upgrades.Load(), posts.Load())
+	}
+}
+
+// askStream asks addr for a stream with headers h, as a stranger's raw
+// client would; it returns the answer's status and code, and the
+// connection (open if upgraded; the caller closes it).
+func askStream(t *testing.T, addr string, h map[string]string) (int, string, net.Conn) {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	req, _ := http.NewRequest(http.MethodGet, "http://"+addr+StreamPath, nil)
+	req.Header.Set("Connection", "Upgrade")
+	req.Header.Set("Upgrade", streamProtocol)
+	for k, v := range h {
+		req.Header.Set(k, v)
+	}
+	conn.SetDeadline(time.Now().Add(5 * time.Second))
+	if err := req.Write(conn); err != nil {
+		t.Fatal(err)
+	}
+	res, err := http.ReadResponse(bufio.NewReader(conn), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b protocol.ErrorBody
+	if res.StatusCode != http.StatusSwitchingProtocols {
+		data, _ := io.ReadAll(res.Body)
+		json.Unmarshal(data, &b)
+		if b.Outcome != protocol.Fail {
+			t.Errorf("refused with outcome %q: %s", b.Outcome, data)
+		}
+	}
+	conn.SetDeadline(time.Time{})
+	return res.StatusCode, b.Code, conn
+}
+
+// httpOnlyAddrs counts the addresses c sends plain HTTP to.
+func httpOnlyAddrs(c *Client) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.httpOnly)
+}
+
+// The guard admits a stream before the upgrade, as it admits each request
+// (a stranger was given a stream, with its buffer and workers, and refused
+// only each call on it).
+func TestStreamUpgradeGuarded(t *testing.T) {
+	g := &Guard{
+		Self:   func() string { return "p@1" },
+		Member: func(uid string) (string, bool) { return "127.0.0.1", uid == "me@1" },
+		Secret: "s3cret",
+	}
+	h := g.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { WriteJSON(w, 200, struct{}{}) }))
+	_, _, addr := streamServer(t, nil, g, h)
+	tests := []struct {
+		name    string
+		headers map[string]string
+		status  int
+		code    string
+	}{
+		{"no secret", map[string]string{MemberHeader: "me@1", FromHeader: "me:1"}, http.StatusForbidden, protocol.CodePeerRefused},
+		{"a wrong secret", map[string]string{SecretHeader: "guess", MemberHeader: "me@1", FromHeader: "me:1"}, http.StatusForbidden, protocol.CodePeerRefused},
+		{"a made-up member", map[string]string{SecretHeader: "s3cret", MemberHeader: "ghost@x", FromHeader: "me:1"}, http.StatusForbidden, protocol.CodePeerRefused},
+		{"no member named", map[string]string{SecretHeader: "s3cret", FromHeader: "me:1"}, http.StatusBadRequest, protocol.CodeBadUpgrade},
+		{"a member with the secret", map[string]string{SecretHeader: "s3cret", MemberHeader: "me@1", FromHeader: "me:1"}, http.StatusSwitchingProtocols, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if status, code, _ := askStream(t, addr, tt.headers); status != tt.status || code != tt.code {
+				t.Fatalf("%d %s, want %d %s", status, code, tt.status, tt.code)
+			}
+		})
+	}
+	// A client refused at the upgrade learns the refusal each request
+	// would get, as a definite failure, not that the peer serves no
+	// streams.
+	bad := NewClient(Self{UID: "ghost@x", GossipAddr: "me:1", Secret: "s3cret"}, nil)
+	defer bad.Close()
+	var re *RemoteError
+	if err := bad.Call(context.Background(), Target{UID: "p@1", GossipAddr: "p:1", Addr: addr}, "/x", struct{}{}, nil); !errors.As(err, &re) || re.Body.Code != protocol.CodePeerRefused || !IsDefiniteFailure(err) {
+		t.Fatalf("a stranger's call: %v, want refused", err)
+	}
+	if httpOnlyAddrs(bad) != 0 {
+		t.Fatal("a refused stream made the client send plain HTTP: the refusal is the guard's, not a peer without streams")
+	}
+}
+
+// A member holds at most maxStreamsPerMember streams; past them it is
+// refused with 429 and its client sends over plain HTTP, each request
+// still served.
+func TestStreamsBoundedPerMember(t *testing.T) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { WriteJSON(w, 200, struct{}{}) })
+	_, _, addr := streamServer(t, nil, nil, h)
+	me := map[string]string{MemberHeader: "me@1", FromHeader: "me:1"}
+	var held []net.Conn
+	for i := range maxStreamsPerMember {
+		status, _, conn := askStream(t, addr, me)
+		if status != http.StatusSwitchingProtocols {
+			t.Fatalf("stream %d: %d, want 101", i+1, status)
+		}
+		held = append(held, conn)
+	}
+	if status, code, _ := askStream(t, addr, me); status != http.StatusTooManyRequests || code != protocol.CodeTooManyStreams {
+		t.Fatalf("one stream more: %d %s, want 429 %s", status, code, protocol.CodeTooManyStreams)
+	}
+	// Another member is not held back by this one.
+	if status, _, _ := askStream(t, addr, map[string]string{MemberHeader: "other@1", FromHeader: "other:1"}); status != http.StatusSwitchingProtocols {
+		t.Fatalf("another member's stream: %d, want 101", status)
+	}
+	// The member's own client still gets through, over plain HTTP.
+	c := NewClient(Self{UID: "me@1", GossipAddr: "me:1"}, nil)
+	defer c.Close()
+	if err := c.Call(context.Background(), Target{UID: "p@1", GossipAddr: "p:1", Addr: addr}, "/x", struct{}{}, nil); err != nil {
+		t.Fatalf("a call past the bound: %v", err)
+	}
+	if httpOnlyAddrs(c) != 1 {
+		t.Fatal("the call past the bound did not go over plain HTTP")
+	}
+	// A stream that ends frees its slot.
+	held[0].Close()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		status, _, conn := askStream(t, addr, me)
+		conn.Close()
+		if status == http.StatusSwitchingProtocols {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a slot freed by a closed stream: still %d", status)
+		}
 	}
 }

@@ -231,8 +231,10 @@ func newShardCluster(t *testing.T, n int, s Settings, proxyOnly ...string) *sclu
 func (c *scluster) addNode(name string, upNumber int64) *snode {
 	t := c.t
 	nd := &snode{name: name, mem: newFakeMembership(), ev: kit.NewEventLog(c.clock.Now, 0), mux: http.NewServeMux(), filter: &peer.Filter{}}
-	streams := peer.NewStreamServer(nd.filter, nd.mux, nil)
-	nd.srv = httptest.NewServer(streams.Handler(nd.filter.Middleware(nd.mux)))
+	// No guard here: the sender names itself (peer.NameSender).
+	h := peer.NameSender(nd.mux)
+	streams := peer.NewStreamServer(nd.filter, nil, h, nil)
+	nd.srv = httptest.NewServer(streams.Handler(nd.filter.Middleware(h)))
 	t.Cleanup(nd.srv.Close)
 	t.Cleanup(streams.Close) // first: the server waits for no stream
 	nd.member = cluster.Member{

@@ -322,8 +322,10 @@ func newCluster(t *testing.T, n int, cfg Config, factory func(node string) Facto
 		// The filter cuts only what a node sends here (as before
 		// streams: its server has no filter), so a test can cut one
 		// way.
-		streams := peer.NewStreamServer(nil, nd.mux, nil)
-		nd.srv = httptest.NewServer(streams.Handler(nd.mux))
+		// No guard here: the sender names itself (peer.NameSender).
+		h := peer.NameSender(nd.mux)
+		streams := peer.NewStreamServer(nil, nil, h, nil)
+		nd.srv = httptest.NewServer(streams.Handler(h))
 		t.Cleanup(nd.srv.Close)
 		t.Cleanup(streams.Close) // first: the server waits for no stream
 		nd.member = cluster.Member{

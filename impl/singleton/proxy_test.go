@@ -302,7 +302,7 @@ func TestProxyRemoteOutcomes(t *testing.T) {
 				}
 				tt.handler(int(n), w, r)
 			})
-			streams := peer.NewStreamServer(nil, h, nil)
+			streams := peer.NewStreamServer(nil, nil, h, nil)
 			srv := httptest.NewServer(streams.Handler(h))
 			defer srv.Close()
 			defer streams.Close()
