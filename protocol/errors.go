@@ -131,6 +131,11 @@ const (
 	CodeInstanceError           = "instance-error"
 	CodeUnknownSingleton        = "unknown-singleton"
 	CodeNoManager               = "manager-not-running"
+	// CodeNotNextOldest: a hand-over-to-me from a member that is not the
+	// one this member would hand the singleton to (the oldest Up member
+	// with the role other than itself); views may disagree for a moment,
+	// and the sender asks again.
+	CodeNotNextOldest = "not-next-oldest"
 )
 
 // CodeInfo is what an error code means on one wire.
@@ -182,7 +187,7 @@ func codeTable() []CodeInfo {
 		{ScopeJournal, CodeInternal, http.StatusInternalServerError, Unknown, "a storage error"},
 
 		// The reference node's node-to-node transport.
-		{ScopePeer, CodePeerRefused, http.StatusForbidden, Fail, "the sender is not a current member, calls from another address than its member's, or the cluster secret is wrong (a stream's upgrade as each request); 503 when no member runs at this address"},
+		{ScopePeer, CodePeerRefused, http.StatusForbidden, Fail, "the sender is not a current member, calls from another address than its member's, or the cluster secret is wrong (a stream's upgrade as each request); a body names another sender than the member the request comes from; 503 when no member runs at this address"},
 		{ScopePeer, CodeWrongMember, http.StatusServiceUnavailable, Fail, "the request is for another member (an earlier incarnation at this address)"},
 		{ScopePeer, CodeNotReady, http.StatusServiceUnavailable, Fail, "no member runs on this node yet"},
 		{ScopePeer, CodeNotFound, http.StatusNotFound, Fail, "no such endpoint, entity type or singleton on this node"},
@@ -208,6 +213,7 @@ func codeTable() []CodeInfo {
 		{ScopePeer, CodeInstanceError, http.StatusInternalServerError, Unknown, "the instance returned an unclassified error or a reply that is not JSON"},
 		{ScopePeer, CodeUnknownSingleton, http.StatusNotFound, Fail, "no singleton of that name on this node"},
 		{ScopePeer, CodeNoManager, http.StatusServiceUnavailable, Fail, "the singleton manager is not running"},
+		{ScopePeer, CodeNotNextOldest, http.StatusConflict, Fail, "hand-over-to-me from a member that is not the next oldest in this member's view"},
 	}
 }
 

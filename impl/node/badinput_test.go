@@ -337,6 +337,7 @@ func TestPeerEndpointsAdmitOnlyMembers(t *testing.T) {
 		{"a made-up member", handOver, `{"from":"ghost@x"}`, with(peer.MemberHeader, "ghost@x"), 403, protocol.CodePeerRefused},
 		{"no member named", handOver, `{"from":"ghost@x"}`, with(peer.MemberHeader, ""), 403, protocol.CodePeerRefused},
 		{"no target named", hostShard, `{"shard":"7"}`, with(peer.ToHeader, ""), 503, protocol.CodeWrongMember},
+		{"a body naming another sender", handOver, `{"from":"ghost@000000000000"}`, good, 403, protocol.CodePeerRefused},
 		{"another incarnation", hostShard, `{"shard":"7"}`, with(peer.ToHeader, "n1@earlier"), 503, protocol.CodeWrongMember},
 	}
 	for _, tt := range tests {

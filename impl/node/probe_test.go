@@ -3,6 +3,7 @@ package node
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
 	"io"
 	"maps"
 	"net"
@@ -74,4 +75,107 @@ func peerUpgrade(t *testing.T, n *Node, h map[string]string) int {
 	}
 	res.Body.Close()
 	return res.StatusCode
+}
+
+// idsEverywhere checks that next-id answers on every node, for d: what
+// "the singleton keeps working" means to a client.
+func idsEverywhere(t *testing.T, tc *testCluster, d time.Duration) {
+	t.Helper()
+	c := newIDClient()
+	for end := time.Now().Add(d); ; time.Sleep(100 * time.Millisecond) {
+		for _, tn := range tc.nodes {
+			if _, err := c.nextID(tn.n.Addr()); err != nil {
+				t.Fatalf("next-id on %s: %v", tn.name, err)
+			}
+		}
+		if time.Now().After(end) {
+			break
+		}
+	}
+	c.check(t)
+}
+
+// TestForgedPeerRequestsProbe sends the reference node, on its peer port
+// with the cluster's secret and a real member's name, what a stale, buggy
+// or hostile member of its cluster could (issue 31's probes), and checks
+// what must hold afterwards: ids on every node. A forged hand-over-to-me
+// naming a member that does not exist once stopped the id generator
+// cluster-wide for good; a stream was upgraded for anyone.
+func TestForgedPeerRequestsProbe(t *testing.T) {
+	const secret = "s3cret"
+	tc := newTestCluster(t, 3, func(c *Config) { c.ClusterSecret = secret })
+	oldest := tc.byUID(tc.agreedOldest(tc.nodes, 3))
+	next := tc.successor()
+	var third *testNode
+	for _, tn := range tc.nodes {
+		if tn != oldest && tn != next {
+			third = tn
+		}
+	}
+	uid := func(tn *testNode) string { return tn.n.Status().Self.UID }
+	idsEverywhere(t, tc, 0)
+
+	as := func(tn *testNode) map[string]string {
+		return map[string]string{peer.SecretHeader: secret, peer.MemberHeader: uid(tn), peer.FromHeader: tn.gossip, peer.ToHeader: uid(oldest)}
+	}
+	handOver := "/internal/v1/singleton/id-generator/hand-over-to-me"
+	tests := []struct {
+		name, path, body string
+		headers          map[string]string
+		status           int
+		code             string
+	}{
+		// The body names a member that does not exist; the request comes
+		// from the next oldest.
+		{"a hand-over to a member that does not exist", handOver, `{"from":"ghost@000000000000"}`, as(next), 403, protocol.CodePeerRefused},
+		{"a hand-over for another member", handOver, fmt.Sprintf(`{"from":%q}`, uid(next)), as(third), 403, protocol.CodePeerRefused},
+		{"a hand-over to a member not next in line", handOver, fmt.Sprintf(`{"from":%q}`, uid(third)), as(third), 409, protocol.CodeNotNextOldest},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if status, code := peerPost(t, oldest.n, tt.path, tt.body, tt.headers); status != tt.status || code != tt.code {
+				t.Fatalf("%d %s, want %d %s", status, code, tt.status, tt.code)
+			}
+		})
+	}
+	// A stream is opened only for whom the guard admits each request.
+	for _, tt := range []struct {
+		name    string
+		headers map[string]string
+		status  int
+	}{
+		{"a stream without the secret", withHeader(as(next), peer.SecretHeader, ""), http.StatusForbidden},
+		{"a stream with a wrong secret", withHeader(as(next), peer.SecretHeader, "guess"), http.StatusForbidden},
+		{"a stream for a made-up member", withHeader(as(next), peer.MemberHeader, "ghost@000000000000"), http.StatusForbidden},
+		{"a member's stream", as(next), http.StatusSwitchingProtocols},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if status := peerUpgrade(t, oldest.n, tt.headers); status != tt.status {
+				t.Fatalf("%d, want %d", status, tt.status)
+			}
+		})
+	}
+
+	// What must hold: ids on every node, for longer than a hand-over
+	// would have taken to stop the singleton.
+	idsEverywhere(t, tc, 3*time.Second)
+
+	// The next oldest's own hand-over-to-me, sent when it will not take
+	// the singleton up (stale, or buggy): the oldest hands over, then,
+	// its view unchanged, takes it back within the documented bound
+	// (docs/reference-node.md: the instance's stop, then
+	// DownRemovalMargin, then an answer).
+	if status, code := peerPost(t, oldest.n, handOver, fmt.Sprintf(`{"from":%q}`, uid(next)), as(next)); status != http.StatusOK {
+		t.Fatalf("the next oldest's hand-over-to-me: %d %s", status, code)
+	}
+	start := time.Now()
+	eventually(t, 10*time.Second, func() error {
+		for _, tn := range tc.nodes {
+			if _, err := newIDClient().nextID(tn.n.Addr()); err != nil {
+				return fmt.Errorf("next-id on %s: %w", tn.name, err)
+			}
+		}
+		return nil
+	})
+	t.Logf("ids on every node again %v after a stale hand-over", time.Since(start).Round(time.Millisecond))
 }

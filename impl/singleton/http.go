@@ -116,12 +116,28 @@ func (m *Manager) serve(op string, w http.ResponseWriter, r *http.Request) {
 		peer.WriteError(w, protocol.CodeBadRequest, `"from" (the sender's member uid) is required`)
 		return
 	}
-	ans, ok := m.ask(r, op, fb.From)
+	// The protocol acts on "from" (it hands the singleton over to it): it
+	// must be the member the guard admitted the request from. A body's
+	// word alone let any member name a stranger, and a hand-over to a
+	// member that never answers stopped the singleton cluster-wide.
+	switch sender, ok := peer.SenderOf(r.Context()); {
+	case !ok:
+		peer.WriteError(w, protocol.CodePeerRefused, "no member was admitted as the sender of this request")
+		return
+	case sender != fb.From:
+		peer.WriteError(w, protocol.CodePeerRefused, fmt.Sprintf(`"from" names %s, but the request comes from %s`, fb.From, sender))
+		return
+	}
+	rep, ok := m.ask(r, op, fb.From)
 	if !ok {
 		peer.WriteError(w, protocol.CodeNoManager, "singleton manager is not running")
 		return
 	}
-	peer.WriteJSON(w, http.StatusOK, stateBody{State: ans})
+	if rep.Refused != "" {
+		peer.WriteError(w, protocol.CodeNotNextOldest, rep.Refused)
+		return
+	}
+	peer.WriteJSON(w, http.StatusOK, stateBody{State: rep.Answer})
 }
 
 func (m *Manager) serveRequest(w http.ResponseWriter, r *http.Request, body []byte) {
@@ -149,24 +165,24 @@ func (m *Manager) serveRequest(w http.ResponseWriter, r *http.Request, body []by
 
 // ask hands a protocol message to the owner goroutine and waits for its
 // answer; false if the manager is not running (or the caller went away).
-func (m *Manager) ask(r *http.Request, op, from string) (string, bool) {
+func (m *Manager) ask(r *http.Request, op, from string) (Reply, bool) {
 	if !m.active.Load() {
-		return "", false
+		return Reply{}, false
 	}
-	msg := inMsg{op: op, from: from, reply: make(chan string, 1)}
+	msg := inMsg{op: op, from: from, reply: make(chan Reply, 1)}
 	select {
 	case m.inbox <- msg:
 	case <-r.Context().Done():
-		return "", false
+		return Reply{}, false
 	case <-m.exited:
-		return "", false
+		return Reply{}, false
 	}
 	select {
-	case ans := <-msg.reply:
-		return ans, true
+	case rep := <-msg.reply:
+		return rep, true
 	case <-r.Context().Done():
-		return "", false
+		return Reply{}, false
 	case <-m.exited:
-		return "", false
+		return Reply{}, false
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/shardtest/shardtest/impl/peer"
 	"github.com/shardtest/shardtest/protocol"
 )
 
@@ -55,12 +56,32 @@ func TestEndpointsBadInput(t *testing.T) {
 		{"wrong method hand-over", n1, "PUT", base + "hand-over-to-me", `{"from":"x"}`, 405, protocol.CodeMethodNotAllowed, ""},
 		{"not running here", n2, "POST", base + "request", `{"op":"echo"}`, 503, protocol.CodeSingletonNotRunning, ""},
 		{"manager not running", n1, "POST", "/internal/v1/singleton/other/hand-over-to-me", `{"from":"n2@i1"}`, 503, protocol.CodeNoManager, ""},
+		// The body's word for the sender is not taken: it must be the
+		// member the request comes from (a hand-over to a member that
+		// does not exist stopped the singleton cluster-wide).
+		{"hand-over for another member", n1, "POST", base + "hand-over-to-me", `{"from":"ghost@000000000000"}`, 403, protocol.CodePeerRefused, ""},
+		{"take-over for another member", n1, "POST", base + "take-over-from-me", `{"from":"ghost@000000000000"}`, 403, protocol.CodePeerRefused, ""},
+		{"hand-over-done for another member", n1, "POST", base + "hand-over-done", `{"from":"ghost@000000000000"}`, 403, protocol.CodePeerRefused, ""},
+		{"no sender admitted", n1, "POST", base + "hand-over-to-me", `{"from":"n2@i1"}`, 403, protocol.CodePeerRefused, ""},
+		// Its own, but not the next oldest in n1's view (n2 is).
+		{"hand-over to a member not next in line", n1, "POST", base + "hand-over-to-me", `{"from":"n3@i1"}`, 409, protocol.CodeNotNextOldest, ""},
 	}
+	// Who sends (n2 unless named here; "": nobody the guard admitted).
+	senders := map[string]string{"no sender admitted": "", "hand-over to a member not next in line": "n3@i1"}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			req, err := http.NewRequest(tt.method, tt.node.srv.URL+tt.path, strings.NewReader(tt.body))
 			if err != nil {
 				t.Fatal(err)
+			}
+			// The harness has no guard: it takes this header for the
+			// member the request comes from (peer.NameSender).
+			sender, named := senders[tt.name]
+			if !named {
+				sender = n2.uid()
+			}
+			if sender != "" {
+				req.Header.Set(peer.MemberHeader, sender)
 			}
 			res, err := http.DefaultClient.Do(req)
 			if err != nil {
@@ -92,11 +113,14 @@ func TestEndpointsBadInput(t *testing.T) {
 		t.Fatal("bad input disturbed the singleton")
 	}
 	var out stateBody
-	if err := n2.peers.Call(t.Context(), n1.member.Target(), base+"take-over-from-me", fromBody{From: "stranger@x"}, &out); err != nil || out.State != answerIgnored {
-		t.Errorf("take-over from a stranger: %+v, %v", out, err)
+	if err := n2.peers.Call(t.Context(), n1.member.Target(), base+"take-over-from-me", fromBody{From: "stranger@x"}, &out); !peer.IsDefiniteFailure(err) {
+		t.Errorf("take-over for a stranger: %+v, %v, want refused", out, err)
 	}
-	if err := n2.peers.Call(t.Context(), n1.member.Target(), base+"hand-over-done", fromBody{From: "stranger@x"}, &out); err != nil || out.State != answerAck {
-		t.Errorf("hand-over-done from a stranger: %+v, %v", out, err)
+	if got, err := postErr(n1, opTakeOverFromMe, "stranger@x"); err != nil || got != answerIgnored {
+		t.Errorf("take-over from a stranger: %q, %v", got, err)
+	}
+	if got, err := postErr(n1, opHandOverDone, "stranger@x"); err != nil || got != answerAck {
+		t.Errorf("hand-over-done from a stranger: %q, %v", got, err)
 	}
 	if !running(n1) {
 		t.Fatal("stray protocol messages stopped the singleton")

@@ -202,7 +202,7 @@ type Manager struct {
 type inMsg struct {
 	op    string
 	from  string
-	reply chan string
+	reply chan Reply
 }
 
 // Protocol operations (path suffixes) and answers.
@@ -372,7 +372,7 @@ func (m *Manager) view() {
 
 // step takes one input and carries out the effects; it returns the Reply
 // the state machine gave, if any.
-func (m *Manager) step(in Input) (answer string) {
+func (m *Manager) step(in Input) (answer Reply) {
 	for _, e := range m.st.Step(m.d.Clock.Elapsed(), in) {
 		switch e := e.(type) {
 		case Emit:
@@ -405,7 +405,7 @@ func (m *Manager) step(in Input) (answer string) {
 		case CancelStopTimer:
 			stopTimer(&m.stopTimer)
 		case Reply:
-			answer = e.Answer
+			answer = e
 		case HandedOver:
 			m.closeHandedOver()
 		}

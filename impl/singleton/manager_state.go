@@ -35,7 +35,7 @@ type ManagerState struct {
 	retries     int    // requests to partner without confirmation
 	gen         uint64 // bumped at every state or partner change
 	hint        string // the previous oldest (Younger, Start)
-	hold        bool   // Younger after handing over: wait for a new view
+	hold        bool   // Younger after handing over: wait for a new view, or the state timer
 	holdVersion uint64
 	takenFrom   string // Oldest: the member this one took over from
 	handOverTo  string // whom to tell HandOverDone when the instance has stopped
@@ -142,8 +142,9 @@ type ArmStopTimer struct{ After time.Duration }
 // CancelStopTimer stops the stop timer.
 type CancelStopTimer struct{}
 
-// Reply answers the InMessage being stepped.
-type Reply struct{ Answer string }
+// Reply answers the InMessage being stepped: with Answer, or, when this
+// member will not act on it, with why (Refused).
+type Reply struct{ Answer, Refused string }
 
 // HandedOver: this member no longer runs the singleton and will not run it
 // (see Manager.HandedOver). Emitted once.
@@ -192,7 +193,12 @@ func (e ArmStopTimer) String() string { return "stop timer " + e.After.String() 
 func (CancelStopTimer) String() string {
 	return "stop timer off"
 }
-func (e Reply) String() string    { return "reply " + e.Answer }
+func (e Reply) String() string {
+	if e.Refused != "" {
+		return fmt.Sprintf("reply refused %q", e.Refused)
+	}
+	return "reply " + e.Answer
+}
 func (HandedOver) String() string { return "handed over" }
 
 // NewManagerState is a manager in state Start; cfg must have been
@@ -213,7 +219,7 @@ func (m *ManagerState) Step(now time.Duration, in Input) []Effect {
 		m.snap = in.Snapshot
 		m.evaluate()
 	case InMessage:
-		m.out = append(m.out, Reply{m.onMessage(in)})
+		m.out = append(m.out, m.onMessage(in))
 	case InResult:
 		m.onResult(in)
 	case InStateTimer:
@@ -454,11 +460,32 @@ func (m *ManagerState) successor() (cluster.MemberState, bool) {
 	return best, found
 }
 
+// toYounger moves to Younger. With hold (it has just handed the singleton
+// over while its view still names it the oldest) it does not become the
+// oldest again before its view changes or holdTimeout has passed.
 func (m *ManagerState) toYounger(hint string, hold bool) {
 	m.setState(StateYounger, "")
 	m.hint = hint
 	m.hold = hold
 	m.holdVersion = m.snap.Version
+	if o, ok := m.snap.Oldest(m.cfg.Role); hold && ok && o.UID() == m.selfUID() {
+		// Only a view that names this member the oldest is held off:
+		// any other hold ends with the next view anyway.
+		m.armStateTimer(m.holdTimeout())
+	}
+}
+
+// holdTimeout bounds a hold. Views that disagree agree again within about
+// DownRemovalMargin (the time a member is given to learn of a change);
+// one that still names this member the oldest after it is taken at its
+// word, and the member it handed over to is asked to hand the singleton
+// back (choosePrev: it runs it, or says it does not). Asking is safe,
+// only starting blindly is not. Without the bound a hand-over to a member
+// that never took the singleton up (one that had changed its mind, or
+// never existed) left it running nowhere until the view next changed: in
+// a quiet cluster, for good.
+func (m *ManagerState) holdTimeout() time.Duration {
+	return max(m.cfg.DownRemovalMargin, m.cfg.RetryInterval)
 }
 
 type prevKind int
@@ -744,6 +771,12 @@ func (m *ManagerState) onInstanceDone(failErr error) {
 
 func (m *ManagerState) onStateTimer() {
 	switch m.state {
+	case StateYounger:
+		if m.hold {
+			m.log.Info("the view did not change after handing over; going by it", "handed_to", m.handedTo, "hold", m.holdTimeout())
+			m.hold = false
+			m.evaluate()
+		}
 	case StateOldest:
 		if !m.running {
 			m.startInstance()
@@ -836,12 +869,17 @@ func (m *ManagerState) onResult(res InResult) {
 	}
 }
 
-func (m *ManagerState) onMessage(msg InMessage) string {
+func (m *ManagerState) onMessage(msg InMessage) Reply {
 	switch msg.Op {
 	case opHandOverToMe:
-		return m.onHandOverToMe(msg.From)
+		if why := m.notNextOldest(msg.From); why != "" {
+			m.event(protocol.EventHandOverToMe, msg.From, "received; refused: "+why)
+			m.log.Warn("HandOverToMe refused", "from", msg.From, "why", why)
+			return Reply{Refused: why}
+		}
+		return Reply{Answer: m.onHandOverToMe(msg.From)}
 	case opTakeOverFromMe:
-		return m.onTakeOverFromMe(msg.From)
+		return Reply{Answer: m.onTakeOverFromMe(msg.From)}
 	case opHandOverDone:
 		m.event(protocol.EventHandOverDone, msg.From, "received")
 		switch {
@@ -852,9 +890,28 @@ func (m *ManagerState) onMessage(msg InMessage) string {
 		default:
 			return answerDeclined
 		}
-		return answerAck
+		return Reply{Answer: answerAck}
 	}
-	return answerIgnored
+	return Reply{Answer: answerIgnored}
+}
+
+// notNextOldest says why this member will not hand the singleton over to
+// uid ("": it will). A hand-over goes only to the member this member's
+// view names next in line (successor: the oldest Up member with the role
+// other than itself), as Akka's manager hands over only to the member
+// membership says is the new oldest; whatever else asks is refused, and a
+// member whose view merely lags asks again. Before, any name was taken at
+// its word: a hand-over to a member that does not exist stopped the
+// instance, and the singleton then ran nowhere.
+func (m *ManagerState) notNextOldest(uid string) string {
+	succ, ok := m.successor()
+	switch {
+	case !ok:
+		return fmt.Sprintf("%s has no member to hand over to in its view, so not %s", m.selfUID(), uid)
+	case succ.UID() != uid:
+		return fmt.Sprintf("%s is not the next oldest in %s's view (%s is)", uid, m.selfUID(), succ.UID())
+	}
+	return ""
 }
 
 func (m *ManagerState) onHandOverToMe(from string) string {

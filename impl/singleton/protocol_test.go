@@ -47,22 +47,32 @@ func TestErrorCode(t *testing.T) {
 // post sends a protocol message to nd as member from.
 func post(t *testing.T, nd *tnode, op, from string) string {
 	t.Helper()
+	said, err := postErr(nd, op, from)
+	if err != nil {
+		t.Fatalf("%s to %s: %v", op, nd.name, err)
+	}
+	return said
+}
+
+// postErr is post that returns the error.
+func postErr(nd *tnode, op, from string) (string, error) {
 	var out stateBody
-	cl := peer.NewClient(peer.Self{UID: "gossip-test@1", GossipAddr: "gossip-test"}, nil)
+	cl := peer.NewClient(peer.Self{UID: from, GossipAddr: "gossip-test"}, nil)
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
-	if err := cl.Call(ctx, nd.member.Target(), routePrefix+"test-singleton/"+op, fromBody{From: from}, &out); err != nil {
-		t.Fatalf("%s to %s: %v", op, nd.name, err)
-	}
-	return out.State
+	err := cl.Call(ctx, nd.member.Target(), routePrefix+"test-singleton/"+op, fromBody{From: from}, &out)
+	return out.State, err
 }
 
 func TestHandOverToMeWithoutLeaving(t *testing.T) {
 	// n2 asks n1 to hand over while nobody sees n1 leaving (views differ):
-	// n1 hands over and does not take it back before its view changes.
+	// n1 hands over and does not take it back before its view changes (or
+	// the hold ends: DownRemovalMargin, long here; TestHandOverHoldEnds).
 	rec := newRecorder()
-	c := newCluster(t, 2, testConfig(), func(n string) Factory { return rec.factory(n, 30*time.Millisecond) })
+	cfg := testConfig()
+	cfg.DownRemovalMargin = time.Minute
+	c := newCluster(t, 2, cfg, func(n string) Factory { return rec.factory(n, 30*time.Millisecond) })
 	n1, n2 := c.node("n1"), c.node("n2")
 	up := allUp("n1", "n2")
 	c.setAll(up)
@@ -89,6 +99,34 @@ func TestHandOverToMeWithoutLeaving(t *testing.T) {
 	eventually(t, wait, func() bool { return closed(n1.mgr.HandedOver()) }, "n1 handed over")
 	if rec.count("n1", "start") != 1 {
 		t.Error("n1 took the singleton back")
+	}
+	if ov := rec.overlapErrors(); len(ov) > 0 {
+		t.Fatalf("overlapping instances: %v", ov)
+	}
+}
+
+// TestHandOverHoldEnds: a hand-over to a member that then never takes the
+// singleton up (a stale request: n2 asked, then went on seeing n1 as the
+// oldest) ends within the hold: n1, whose view has not changed, asks n2
+// for it back and runs it again. Before, n1 waited for a view change a
+// quiet cluster never made, and the singleton ran nowhere.
+func TestHandOverHoldEnds(t *testing.T) {
+	rec := newRecorder()
+	cfg := testConfig()
+	cfg.DownRemovalMargin = 300 * time.Millisecond
+	c := newCluster(t, 2, cfg, func(n string) Factory { return rec.factory(n, 0) })
+	n1, n2 := c.node("n1"), c.node("n2")
+	c.setAll(allUp("n1", "n2"))
+	c.start()
+	eventually(t, wait, func() bool { return running(n1) }, "n1 runs")
+	c.awaitSteady()
+
+	if got := post(t, n1, opHandOverToMe, n2.uid()); got != answerInProgress {
+		t.Fatalf("n1 answered %q, want in-progress", got)
+	}
+	eventually(t, wait, func() bool { return rec.count("n1", "start") == 2 && running(n1) }, "n1 runs again")
+	if running(n2) || rec.count("n2", "start") != 0 {
+		t.Fatal("n2 started the singleton, which it never took up")
 	}
 	if ov := rec.overlapErrors(); len(ov) > 0 {
 		t.Fatalf("overlapping instances: %v", ov)
@@ -236,9 +274,10 @@ func TestDoneOnceTheMemberHandedToWasDownedAMarginAgo(t *testing.T) {
 	if waited := time.Since(start); waited < cfg.DownRemovalMargin/2 {
 		t.Errorf("done %v after n2 was downed; the margin is %v", waited, cfg.DownRemovalMargin)
 	}
-	// n3 let n1 start now: a third member asking is told to wait.
-	c.setView("n3", allUp("n1", "n3").with("n2", cluster.StatusDown))
-	if got := post(t, n3, opHandOverToMe, n2.uid()); got != answerInProgress {
-		t.Fatalf("another member after n1 was told done: %q, want in-progress", got)
+	// n3 let n1 start now: another member asking (n2, downed in n3's
+	// view, so not next in line) is refused.
+	var re *peer.RemoteError
+	if got, err := postErr(n3, opHandOverToMe, n2.uid()); !errors.As(err, &re) || re.Body.Code != protocol.CodeNotNextOldest || !peer.IsDefiniteFailure(err) {
+		t.Fatalf("another member after n1 was told done: %q %v, want refused as not the next oldest", got, err)
 	}
 }
