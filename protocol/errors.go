@@ -136,6 +136,10 @@ const (
 	// with the role other than itself); views may disagree for a moment,
 	// and the sender asks again.
 	CodeNotNextOldest = "not-next-oldest"
+	// CodeNotCoordinator: a coordinator's request (host-shard,
+	// begin-hand-off, hand-off) from a member that does not run the
+	// entity type's coordinator in this member's view.
+	CodeNotCoordinator = "not-coordinator"
 )
 
 // CodeInfo is what an error code means on one wire.
@@ -200,6 +204,7 @@ func codeTable() []CodeInfo {
 		{ScopePeer, CodeTimeout, http.StatusGatewayTimeout, Unknown, "the deadline passed once the request was taken (by an entity, a singleton instance)"},
 		{ScopePeer, CodeShardNotHere, http.StatusServiceUnavailable, Fail, "the region does not host the shard"},
 		{ScopePeer, CodeHandingOff, http.StatusServiceUnavailable, Fail, "host-shard for a shard being handed off here"},
+		{ScopePeer, CodeNotCoordinator, http.StatusConflict, Fail, "host-shard, begin-hand-off or hand-off from a member that does not run the type's coordinator in this member's view"},
 		{ScopePeer, CodeProxyOnly, http.StatusConflict, Fail, "host-shard on a proxy-only region"},
 		{ScopePeer, CodeRegionStopped, http.StatusServiceUnavailable, Fail, "the region has stopped, or the request is for an earlier incarnation's"},
 		{ScopePeer, CodeEntityError, http.StatusInternalServerError, Unknown, "the entity ran and returned an error"},

@@ -98,9 +98,11 @@ func idsEverywhere(t *testing.T, tc *testCluster, d time.Duration) {
 // TestForgedPeerRequestsProbe sends the reference node, on its peer port
 // with the cluster's secret and a real member's name, what a stale, buggy
 // or hostile member of its cluster could (issue 31's probes), and checks
-// what must hold afterwards: ids on every node. A forged hand-over-to-me
-// naming a member that does not exist once stopped the id generator
-// cluster-wide for good; a stream was upgraded for anyone.
+// what must hold afterwards: ids on every node, an entity's one
+// incarnation. A forged hand-over-to-me naming a member that does not
+// exist once stopped the id generator cluster-wide for good; a forged
+// host-shard started a second live incarnation of an entity; a stream was
+// upgraded for anyone.
 func TestForgedPeerRequestsProbe(t *testing.T) {
 	const secret = "s3cret"
 	tc := newTestCluster(t, 3, func(c *Config) { c.ClusterSecret = secret })
@@ -113,12 +115,27 @@ func TestForgedPeerRequestsProbe(t *testing.T) {
 		}
 	}
 	uid := func(tn *testNode) string { return tn.n.Status().Self.UID }
+	// An entity whose shard's home is not the oldest (the coordinator's
+	// member): the forged requests try to host it there too.
+	var id string
+	var first protocol.EntityReply
+	for i := 0; id == ""; i++ {
+		rep, err := write(oldest.n.Addr(), fmt.Sprintf("probe%d", i), 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.Node != uid(oldest) {
+			id, first = fmt.Sprintf("probe%d", i), rep
+		}
+	}
 	idsEverywhere(t, tc, 0)
 
 	as := func(tn *testNode) map[string]string {
 		return map[string]string{peer.SecretHeader: secret, peer.MemberHeader: uid(tn), peer.FromHeader: tn.gossip, peer.ToHeader: uid(oldest)}
 	}
 	handOver := "/internal/v1/singleton/id-generator/hand-over-to-me"
+	hostShard := "/internal/v1/sharding/register/host-shard"
+	deliver := "/internal/v1/sharding/register/deliver"
 	tests := []struct {
 		name, path, body string
 		headers          map[string]string
@@ -130,6 +147,9 @@ func TestForgedPeerRequestsProbe(t *testing.T) {
 		{"a hand-over to a member that does not exist", handOver, `{"from":"ghost@000000000000"}`, as(next), 403, protocol.CodePeerRefused},
 		{"a hand-over for another member", handOver, fmt.Sprintf(`{"from":%q}`, uid(next)), as(third), 403, protocol.CodePeerRefused},
 		{"a hand-over to a member not next in line", handOver, fmt.Sprintf(`{"from":%q}`, uid(third)), as(third), 409, protocol.CodeNotNextOldest},
+		{"a host-shard from a member without the coordinator", hostShard, fmt.Sprintf(`{"shard":%q}`, first.Shard), as(next), 409, protocol.CodeNotCoordinator},
+		{"a host-shard for a shard the type lacks", hostShard, `{"shard":"20"}`, as(oldest), 400, protocol.CodeBadRequest},
+		{"a delivery for a shard not hosted here", deliver, fmt.Sprintf(`{"entity_id":%q,"op":"read"}`, id), as(next), 503, protocol.CodeShardNotHere},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -157,8 +177,15 @@ func TestForgedPeerRequestsProbe(t *testing.T) {
 	}
 
 	// What must hold: ids on every node, for longer than a hand-over
-	// would have taken to stop the singleton.
+	// would have taken to stop the singleton; the entity in its one
+	// incarnation at its home.
 	idsEverywhere(t, tc, 3*time.Second)
+	for _, tn := range tc.nodes {
+		v, rep, err := read(tn.n.Addr(), id)
+		if err != nil || v != 1 || rep.Node != first.Node || rep.EntityIncarnation != first.EntityIncarnation {
+			t.Fatalf("read %s on %s: %d %+v %v, want 1 from %s's incarnation %s", id, tn.name, v, rep, err, first.Node, first.EntityIncarnation)
+		}
+	}
 
 	// The next oldest's own hand-over-to-me, sent when it will not take
 	// the singleton up (stale, or buggy): the oldest hands over, then,

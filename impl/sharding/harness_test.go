@@ -408,6 +408,34 @@ func (st CoordinatorState) homes() map[string]string {
 	return out
 }
 
+// runningCluster is newShardCluster(t, 2, s) with both nodes up in every
+// view, started, and registered with the coordinator (at n1).
+func runningCluster(t *testing.T, s Settings) *scluster {
+	t.Helper()
+	c := newShardCluster(t, 2, s)
+	c.setAll(allUp("n1", "n2"))
+	c.start("n1", "n2")
+	c.awaitRegistered("n1", "n2")
+	return c
+}
+
+// entityAt finds an entity (id prefix, a number) whose shard lives at the
+// region of node at, sending its first message (sender "s", seq 1)
+// through node via; it returns the id and that reply.
+func (c *scluster) entityAt(via, at, prefix string) (string, Reply) {
+	c.t.Helper()
+	for i := 0; ; i++ {
+		id := fmt.Sprintf("%s%d", prefix, i)
+		rep, err := c.deliver(via, id, "s", 1)
+		if err != nil {
+			c.t.Fatal(err)
+		}
+		if rep.Node == c.node(at).uid() {
+			return id, rep
+		}
+	}
+}
+
 func (c *scluster) awaitRegistered(names ...string) {
 	c.t.Helper()
 	for _, n := range names {

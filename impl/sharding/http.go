@@ -146,25 +146,42 @@ func (rt *router) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		peer.WriteError(w, protocol.CodeBadRequest, `"shard" must be a non-empty id of at most 256 bytes`)
 		return
 	}
+	// The coordinator's requests are the coordinator's alone: the region
+	// checks the sender the guard admitted against its view.
+	from, ok := peer.SenderOf(req.Context())
+	if !ok {
+		peer.WriteError(w, protocol.CodePeerRefused, "no member was admitted as the sender of this request")
+		return
+	}
+	state := StateHosted
 	switch op {
 	case opHostShard:
-		switch err := r.hostShard(sr.Shard); {
-		case err == nil:
-			peer.WriteJSON(w, http.StatusOK, ShardAnswer{Shard: sr.Shard, State: StateHosted})
-		case errors.Is(err, errProxyOnly):
-			peer.WriteError(w, protocol.CodeProxyOnly, err.Error())
-		case errors.Is(err, errHandingOff):
-			peer.WriteError(w, protocol.CodeHandingOff, err.Error())
-		default:
-			peer.WriteError(w, protocol.CodeRegionStopped, err.Error())
-		}
+		err = r.hostShard(sr.Shard, from)
 	case opBeginHandOff:
-		r.beginHandOff(sr.Shard)
-		peer.WriteJSON(w, http.StatusOK, ShardAnswer{Shard: sr.Shard, State: StateBuffering})
+		state, err = StateBuffering, r.beginHandOff(sr.Shard, from)
 	case opHandOff:
-		r.handOff(sr.Shard)
-		peer.WriteJSON(w, http.StatusOK, ShardAnswer{Shard: sr.Shard, State: StateShardStopped})
+		state, err = StateShardStopped, r.handOff(sr.Shard, from)
 	}
+	if err == nil {
+		peer.WriteJSON(w, http.StatusOK, ShardAnswer{Shard: sr.Shard, State: state})
+		return
+	}
+	code := protocol.CodeRegionStopped
+	for _, c := range []struct {
+		err  error
+		code string
+	}{
+		{errNotCoordinator, protocol.CodeNotCoordinator},
+		{errShardOutOfRange, protocol.CodeBadRequest},
+		{errProxyOnly, protocol.CodeProxyOnly},
+		{errHandingOff, protocol.CodeHandingOff},
+	} {
+		if errors.Is(err, c.err) {
+			code = c.code
+			break
+		}
+	}
+	peer.WriteError(w, code, err.Error())
 }
 
 func (r *Region) serveDeliver(w http.ResponseWriter, ctx context.Context, body []byte) {

@@ -79,7 +79,8 @@ func NewRegion(s Settings, d Deps, coordinator *singleton.Proxy) (*Region, error
 	if d.Logger == nil {
 		d.Logger = slog.New(slog.DiscardHandler)
 	}
-	if d.ExtractShardID == nil {
+	numbered := d.ExtractShardID == nil
+	if numbered {
 		d.ExtractShardID = HashShards(s.NumberOfShards)
 	}
 	if d.Incarnations == nil {
@@ -99,8 +100,12 @@ func NewRegion(s Settings, d Deps, coordinator *singleton.Proxy) (*Region, error
 		envs:      map[uint64]*envelope{},
 		changed:   make(chan struct{}),
 	}
-	r.state = NewRegionState(r.self, RegionConfig{TypeName: s.TypeName, BufferSize: s.BufferSize,
-		RetryInterval: s.RetryInterval, ProxyOnly: r.proxyOnly, Bugs: s.Bugs}, r.log)
+	cfg := RegionConfig{TypeName: s.TypeName, BufferSize: s.BufferSize, RetryInterval: s.RetryInterval, ProxyOnly: r.proxyOnly, Bugs: s.Bugs}
+	if numbered {
+		// Shard ids are HashShards': the coordinator may place no other.
+		cfg.NumberOfShards = s.NumberOfShards
+	}
+	r.state = NewRegionState(r.self, cfg, r.log)
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	return r, nil
 }
@@ -432,7 +437,12 @@ func (r *Region) carryOut(effs []RegionEffect) {
 				r.step(RgRetry{Shard: e.Shard})
 			})
 		case StopShard:
-			r.askers.Go(func() { r.handOff(e.Shard) })
+			r.askers.Go(func() {
+				r.mu.Lock()
+				sh := r.local[e.Shard]
+				r.mu.Unlock()
+				r.stopShard(e.Shard, sh)
+			})
 		case entityWork:
 			// Owned by the shard: its end waits for it or gives it up.
 			go e.work()
@@ -582,48 +592,90 @@ func classifyForward(err error, entityID, home string) (Reply, error, bool) {
 	return Reply{}, fmt.Errorf("%w: forward to %s: %w", ErrUnknownOutcome, home, err), false
 }
 
-// hostShard makes this region host shardID (the coordinator's host-shard).
-func (r *Region) hostShard(shardID string) error {
+// by names from, the member a coordinator's request came from, and where
+// this member's view runs the coordinator.
+func (r *Region) by(from string) ByCoordinator {
+	return ByCoordinator{From: from, Coordinator: r.coordinatorAt()}
+}
+
+// answered steps in (a coordinator's request) and carries out its
+// effects, but for the answer, of type T, which it returns (the zero T if
+// the machine gave none).
+func answered[T RegionEffect](r *Region, in RegionInput) T {
+	var ans T
 	r.mu.Lock()
-	var err error
-	later := r.stepWith(RgHostShard{Shard: shardID}, func(e RegionEffect) bool {
-		if h, ok := e.(HostResult); ok {
-			err = h.Err
-			return true
+	later := r.stepWith(in, func(e RegionEffect) bool {
+		a, ok := e.(T)
+		if ok {
+			ans = a
 		}
-		return false
+		return ok
 	})
 	r.mu.Unlock()
 	r.carryOut(later)
-	return err
+	return ans
+}
+
+// hostShard makes this region host shardID (the coordinator's host-shard,
+// sent by from).
+func (r *Region) hostShard(shardID, from string) error {
+	return answered[HostResult](r, RgHostShard{Shard: shardID, By: r.by(from)}).Err
 }
 
 var (
 	errProxyOnly  = errors.New("sharding: proxy-only region hosts no shards")
 	errHandingOff = errors.New("sharding: shard is being handed off here")
+	// errNotCoordinator: a coordinator's request from a member that does
+	// not run the coordinator (in this member's view).
+	errNotCoordinator = errors.New("sharding: not the coordinator's member")
+	// errShardOutOfRange: a shard id the entity type does not have.
+	errShardOutOfRange = errors.New("sharding: no such shard")
 )
 
-// beginHandOff: the coordinator is about to move shardID; forget its home
-// and buffer its messages until the new home is known.
-func (r *Region) beginHandOff(shardID string) { r.step(RgBeginHandOff{Shard: shardID}) }
+// beginHandOff: the coordinator (from) is about to move shardID; forget
+// its home and buffer its messages until the new home is known.
+func (r *Region) beginHandOff(shardID, from string) error {
+	return answered[Refused](r, RgBeginHandOff{Shard: shardID, By: r.by(from)}).Err
+}
 
 // handOff stops every entity of shardID here (after their queued messages,
-// forced after HandOffTimeout) and removes the shard. Only then does the
-// coordinator allocate the shard anew.
-func (r *Region) handOff(shardID string) {
+// forced after HandOffTimeout) and removes the shard, on the word of the
+// coordinator (from). Only then does the coordinator allocate the shard
+// anew.
+func (r *Region) handOff(shardID, from string) error {
+	by := r.by(from)
 	r.mu.Lock()
-	effs := r.stepLocked(RgHandOff{Shard: shardID})
+	var refused error
+	stops := false
+	later := r.stepWith(RgHandOff{Shard: shardID, By: by}, func(e RegionEffect) bool {
+		switch e := e.(type) {
+		case Refused:
+			refused = e.Err
+			return true
+		case StopShard:
+			if e.Shard == shardID && !e.Now {
+				stops = true
+				return true
+			}
+		}
+		return false
+	})
 	sh := r.local[shardID]
 	r.mu.Unlock()
-	stops := false
-	for _, eff := range effs {
-		if s, ok := eff.(StopShard); ok && s.Shard == shardID {
-			stops = true
-		} else {
-			r.carryOut([]RegionEffect{eff})
-		}
+	r.carryOut(later)
+	if refused != nil {
+		return refused
 	}
-	if !stops || sh == nil {
+	if stops {
+		r.stopShard(shardID, sh)
+	}
+	return nil
+}
+
+// stopShard carries out StopShard: it stops every entity of the shard
+// and removes it.
+func (r *Region) stopShard(shardID string, sh *shard) {
+	if sh == nil {
 		return
 	}
 	forced := sh.handOff()

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/shardtest/shardtest/protocol"
@@ -52,6 +53,11 @@ type RegionConfig struct {
 	TypeName      string
 	BufferSize    int
 	RetryInterval time.Duration
+	// NumberOfShards: the coordinator may place shards "0" to
+	// NumberOfShards-1 here and no other (the ids HashShards gives). 0:
+	// shard ids are not numbers (a custom ExtractShardID) and any is
+	// taken.
+	NumberOfShards int
 	// ProxyOnly regions never host shards.
 	ProxyOnly bool
 	Bugs      Bugs
@@ -164,17 +170,35 @@ type RgRebuffer struct {
 	Msgs  []RegionMsg
 }
 
+// ByCoordinator names who asks for a coordinator's request (host-shard,
+// begin-hand-off, hand-off): From, the member it comes from as the peer
+// guard admitted it, and Coordinator, the member this region's view puts
+// the entity type's coordinator on. Only the coordinator decides where a
+// shard lives: what another member asks is refused (errNotCoordinator).
+type ByCoordinator struct{ From, Coordinator string }
+
 // RgHostShard: the coordinator asks this region to host a shard; the
 // answer is a HostResult.
-type RgHostShard struct{ Shard string }
+type RgHostShard struct {
+	Shard string
+	By    ByCoordinator
+}
 
 // RgBeginHandOff: the coordinator is about to move a shard: forget its
-// home, close it if hosted here, and buffer its messages.
-type RgBeginHandOff struct{ Shard string }
+// home, close it if hosted here, and buffer its messages. Refused (not
+// the coordinator's, or no shard of the type) it gives Refused.
+type RgBeginHandOff struct {
+	Shard string
+	By    ByCoordinator
+}
 
 // RgHandOff: the coordinator asks this region to stop the shard's
 // entities and drop the shard; StopShard follows if it is hosted here.
-type RgHandOff struct{ Shard string }
+// Refused it gives Refused.
+type RgHandOff struct {
+	Shard string
+	By    ByCoordinator
+}
 
 // RgShardRemoved: a shard's entities have all stopped (StopShard done).
 type RgShardRemoved struct{ Shard string }
@@ -254,6 +278,10 @@ type StopShard struct {
 // HostResult answers RgHostShard (nil: hosted).
 type HostResult struct{ Err error }
 
+// Refused answers RgBeginHandOff or RgHandOff that the region will not
+// act on; it did nothing.
+type Refused struct{ Err error }
+
 // EmitRegionEvent: append the event to the node's event log.
 type EmitRegionEvent struct{ Event protocol.Event }
 
@@ -271,6 +299,7 @@ func (CloseShard) regionEffect()      {}
 func (ReopenShard) regionEffect()     {}
 func (StopShard) regionEffect()       {}
 func (HostResult) regionEffect()      {}
+func (Refused) regionEffect()         {}
 func (EmitRegionEvent) regionEffect() {}
 func (LocalChanged) regionEffect()    {}
 
@@ -301,10 +330,22 @@ func (s *RegionState) Step(in RegionInput) []RegionEffect {
 			s.buffer(in.Msgs[i], true, false)
 		}
 	case RgHostShard:
-		s.emit(HostResult{Err: s.host(in.Shard)})
+		err := s.coordinatorsWord(in.Shard, in.By)
+		if err == nil {
+			err = s.host(in.Shard)
+		}
+		s.emit(HostResult{Err: err})
 	case RgBeginHandOff:
+		if err := s.coordinatorsWord(in.Shard, in.By); err != nil {
+			s.emit(Refused{Err: err})
+			break
+		}
 		s.beginHandOff(in.Shard)
 	case RgHandOff:
+		if err := s.coordinatorsWord(in.Shard, in.By); err != nil {
+			s.emit(Refused{Err: err})
+			break
+		}
 		delete(s.homes, in.Shard)
 		if s.local[in.Shard] != 0 {
 			// Also when it is stopping already: the asker waits for the
@@ -546,6 +587,28 @@ func (s *RegionState) forwarded(in RgForwarded) {
 	// given up: the next ask tells the coordinator.
 	b.notHere = in.Home
 	s.ask(in.Msg.Shard, b)
+}
+
+// coordinatorsWord refuses a coordinator's request that is not the
+// coordinator's: from another member than the one this region's view
+// runs the coordinator on, or for a shard the type does not have. Before,
+// any member could make a region host any shard, also one whose home was
+// elsewhere, and deliver to it: two live incarnations of an entity.
+func (s *RegionState) coordinatorsWord(shard string, by ByCoordinator) error {
+	if by.From == "" || by.From != by.Coordinator {
+		at := by.Coordinator
+		if at == "" {
+			at = "no member"
+		}
+		return fmt.Errorf("%w: %q asks about shard %s, and the coordinator of %s runs on %s in %s's view",
+			errNotCoordinator, by.From, shard, s.cfg.TypeName, at, s.self)
+	}
+	if n := s.cfg.NumberOfShards; n > 0 {
+		if i, err := strconv.Atoi(shard); err != nil || i < 0 || i >= n || strconv.Itoa(i) != shard {
+			return fmt.Errorf("%w: %q is not a shard of %s (0 to %d)", errShardOutOfRange, shard, s.cfg.TypeName, n-1)
+		}
+	}
+	return nil
 }
 
 func (s *RegionState) host(shard string) error {

@@ -19,7 +19,7 @@ import (
 // otherwise), then "----", then the effects it must give and the state it
 // is left in. Inputs:
 //
-//	config self=r1 buffer=10 retry=1s [proxy] [bug=NAME]
+//	config self=r1 buffer=10 retry=1s [shards=N] [proxy] [bug=NAME]
 //	submit id=N shard=S [entity=E]       a local caller sends message N
 //	peer-deliver id=N shard=S            another region forwards N here
 //	abandon id=N                         N's caller gave up
@@ -28,6 +28,9 @@ import (
 //	forwarded id=N home=R [flush] delivered|requeued|expired
 //	rebuffer shard=S ids=N,M             held messages back from the shard
 //	host shard=S | begin-hand-off shard=S | hand-off shard=S
+//	                                     each [from=M] [coordinator=C]: who
+//	                                     asks, and where the region's view
+//	                                     runs the coordinator (both c1)
 //	shard-removed shard=S | stop
 func TestRegionTranscripts(t *testing.T) {
 	transcript.Run(t, filepath.Join("testdata", "region"), func() func(string) ([]string, error) {
@@ -110,6 +113,12 @@ func (r *regionRunner) step(input string) ([]string, error) {
 				if err := ParseBug(v, &r.cfg.Bugs); err != nil {
 					return nil, err
 				}
+			case "shards":
+				n, err := strconv.Atoi(v)
+				if err != nil {
+					return nil, err
+				}
+				r.cfg.NumberOfShards = n
 			default:
 				return nil, fmt.Errorf("unknown config %q", k)
 			}
@@ -167,11 +176,11 @@ func (r *regionRunner) step(input string) ([]string, error) {
 		}
 		in = rb
 	case "host":
-		in = RgHostShard{Shard: args["shard"]}
+		in = RgHostShard{Shard: args["shard"], By: byCoordinator(args)}
 	case "begin-hand-off":
-		in = RgBeginHandOff{Shard: args["shard"]}
+		in = RgBeginHandOff{Shard: args["shard"], By: byCoordinator(args)}
 	case "hand-off":
-		in = RgHandOff{Shard: args["shard"]}
+		in = RgHandOff{Shard: args["shard"], By: byCoordinator(args)}
 	case "shard-removed":
 		in = RgShardRemoved{Shard: args["shard"]}
 	case "stop":
@@ -185,6 +194,20 @@ func (r *regionRunner) step(input string) ([]string, error) {
 		out = append(out, formatRegionEffect(e))
 	}
 	return append(out, r.state()), nil
+}
+
+// byCoordinator is who asks for a coordinator's request: from=M (default
+// c1) and coordinator=C, where the region's view runs the coordinator
+// (default c1).
+func byCoordinator(args map[string]string) ByCoordinator {
+	by := ByCoordinator{From: "c1", Coordinator: "c1"}
+	if f, ok := args["from"]; ok {
+		by.From = f
+	}
+	if c, ok := args["coordinator"]; ok {
+		by.Coordinator = c
+	}
+	return by
 }
 
 // state sums up the machine after a step: its shards hosted here and
@@ -258,6 +281,8 @@ func formatRegionEffect(e RegionEffect) string {
 			return fmt.Sprintf("host refused %q", e.Err.Error())
 		}
 		return "host ok"
+	case Refused:
+		return fmt.Sprintf("refused %q", e.Err.Error())
 	case EmitRegionEvent:
 		s := "event " + e.Event.Type + " shard=" + e.Event.Shard
 		if e.Event.Entity != "" {

@@ -627,26 +627,12 @@ func TestGracefulLeave(t *testing.T) {
 // delivered to a new incarnation — never lost, never duplicated.
 func TestStaleHome(t *testing.T) {
 	s := testSettings()
-	c := newShardCluster(t, 2, s)
-	c.setAll(allUp("n1", "n2"))
-	c.start("n1", "n2")
-	c.awaitRegistered("n1", "n2")
+	c := runningCluster(t, s)
 	n1 := c.node("n1")
-	var id string
-	var first Reply
-	for i := 0; id == ""; i++ {
-		cand := fmt.Sprintf("x%d", i)
-		rep, err := c.deliver("n2", cand, "s", 1) // n2 caches the home
-		if err != nil {
-			t.Fatal(err)
-		}
-		if rep.Node == n1.uid() {
-			id, first = cand, rep
-		}
-	}
+	id, first := c.entityAt("n2", "n1", "x") // n2 caches the home
 	// The owner hands the shard off on its own (a coordinator that then
-	// died never recorded it).
-	if err := c.node("n2").peers.Call(context.Background(), n1.member.Target(),
+	// died never recorded it): n1's coordinator's word, but not its state.
+	if err := n1.peers.Call(context.Background(), n1.member.Target(),
 		regionPath(s.TypeName, opHandOff), ShardRequest{Shard: first.Shard}, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -758,10 +744,7 @@ func TestSubmitKeepsOrder(t *testing.T) {
 // two regions (found by CI's Docker nemesis run, kill:minority).
 func TestRegionRefusesRequestsForAnEarlierIncarnation(t *testing.T) {
 	s := testSettings()
-	c := newShardCluster(t, 2, s)
-	c.setAll(allUp("n1", "n2"))
-	c.start("n1", "n2")
-	c.awaitRegistered("n1", "n2")
+	c := runningCluster(t, s)
 	n1, n2 := c.node("n1"), c.node("n2")
 	earlier := "n1@i0" // n1's previous incarnation, at the same address
 	tests := []struct {
@@ -783,8 +766,9 @@ func TestRegionRefusesRequestsForAnEarlierIncarnation(t *testing.T) {
 	if hosted := n1.region.HostedShards(); slices.Contains(hosted, "7") {
 		t.Fatalf("n1 hosts shard 7 (%v) on a request meant for %s", hosted, earlier)
 	}
-	// Addressed to n1 itself, the same request is served.
-	if err := n2.peers.Call(context.Background(), peer.Target{UID: n1.uid(), GossipAddr: n1.member.GossipAddr, Addr: n1.member.PeerAddr},
+	// Addressed to n1 itself, the same request is served (from the
+	// coordinator's member, n1 itself).
+	if err := n1.peers.Call(context.Background(), peer.Target{UID: n1.uid(), GossipAddr: n1.member.GossipAddr, Addr: n1.member.PeerAddr},
 		regionPath(s.TypeName, opHostShard), ShardRequest{Shard: "7"}, nil); err != nil {
 		t.Fatalf("host-shard for %s itself: %v", n1.uid(), err)
 	}
@@ -813,4 +797,55 @@ func TestNotFreshWaits(t *testing.T) {
 	if _, err := c.deliver("n1", "e1", "t", 3); err != nil {
 		t.Fatalf("once fresh again: %v", err)
 	}
+}
+
+// TestForgedHostShardMakesNoSecondIncarnation: a member that does not run
+// the coordinator asks a region to host a shard whose home is elsewhere,
+// then delivers there. Both are refused: the host-shard is not the
+// coordinator's word, and the region does not host the shard. Before, the
+// region hosted it and started a second live incarnation of an entity
+// alive at the shard's home (found by probing the reference node with the
+// cluster's secret).
+func TestForgedHostShardMakesNoSecondIncarnation(t *testing.T) {
+	s := testSettings()
+	c := runningCluster(t, s)
+	n1, n2 := c.node("n1"), c.node("n2")
+	// An entity at n2: its shard's home is n2, the coordinator is at n1.
+	id, first := c.entityAt("n2", "n2", "f")
+	call := func(from, to *snode, op string, body any) error {
+		return from.peers.Call(context.Background(), to.member.Target(), regionPath(s.TypeName, op), body, nil)
+	}
+	tests := []struct {
+		name     string
+		from, to *snode
+		op       string
+		body     any
+		code     string
+	}{
+		{"host-shard from a member without the coordinator", n2, n1, opHostShard, ShardRequest{Shard: first.Shard}, protocol.CodeNotCoordinator},
+		{"deliver to a region that does not host the shard", n2, n1, opDeliver, Message{EntityID: id, Op: "count", Sender: "s", Payload: mustJSON(t, payload{Seq: 2})}, protocol.CodeShardNotHere},
+		{"host-shard for a shard the type lacks", n1, n1, opHostShard, ShardRequest{Shard: fmt.Sprint(s.NumberOfShards)}, protocol.CodeBadRequest},
+		// Not even the shard's own region may stop it on its own word.
+		{"hand-off from a member without the coordinator", n2, n2, opHandOff, ShardRequest{Shard: first.Shard}, protocol.CodeNotCoordinator},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var re *peer.RemoteError
+			if err := call(tt.from, tt.to, tt.op, tt.body); !errors.As(err, &re) || re.Body.Code != tt.code || re.Body.Outcome != protocol.Fail {
+				t.Fatalf("%v, want a definite %s", err, tt.code)
+			}
+		})
+	}
+	if slices.Contains(n1.region.HostedShards(), first.Shard) || !slices.Contains(n2.region.HostedShards(), first.Shard) {
+		t.Fatalf("shard %s hosted at n1 %v, n2 %v: want n2 only", first.Shard, n1.region.HostedShards(), n2.region.HostedShards())
+	}
+	// The entity lives on at its home, in its one incarnation.
+	rep, err := c.deliver("n1", id, "s", 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Node != n2.uid() || rep.EntityIncarnation != first.EntityIncarnation {
+		t.Fatalf("after the forged requests: %+v, want %s's incarnation %s", rep, n2.uid(), first.EntityIncarnation)
+	}
+	checkNoOverlap(t, c)
 }
