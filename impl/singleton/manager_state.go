@@ -888,7 +888,7 @@ func (m *ManagerState) onMessage(msg InMessage) Reply {
 		case m.state == StateOldest:
 			// Already running it (a late duplicate).
 		default:
-			return answerDeclined
+			return Reply{Answer: answerDeclined}
 		}
 		return Reply{Answer: answerAck}
 	}

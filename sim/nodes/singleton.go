@@ -256,7 +256,11 @@ func (m *manager) receive(from string, msg managerMsg) {
 	} else {
 		for _, e := range m.st.Step(c.World.Now(), singleton.InMessage{Op: msg.op, From: msg.from}) {
 			if r, ok := e.(singleton.Reply); ok {
+				// A refusal is an error answer, as the real node's 409.
 				reply.said = r.Answer
+				if r.Refused != "" {
+					reply.err = "refused: " + r.Refused
+				}
 				continue
 			}
 			m.apply(e)
