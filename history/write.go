@@ -18,8 +18,11 @@ type Writer struct {
 	f     *os.File
 	w     *bufio.Writer
 	start time.Time
-	next  int64
-	err   error
+	// now, if set, is the run's time instead of the monotonic clock's (a
+	// simulation's virtual time).
+	now  func() int64
+	next int64
+	err  error
 }
 
 // Create creates the history file at path and writes its header. start is
@@ -37,8 +40,25 @@ func Create(path, test string, start time.Time) (*Writer, error) {
 	return w, nil
 }
 
+// CreateClocked is Create for a run whose time is not the machine's (a
+// simulation): ops with no Time get now(), and the header says the run
+// started at started.
+func CreateClocked(path, test string, started time.Time, now func() int64) (*Writer, error) {
+	w, err := Create(path, test, started)
+	if err != nil {
+		return nil, err
+	}
+	w.now = now
+	return w, nil
+}
+
 // Now is the run's monotonic time, as ops record it.
-func (w *Writer) Now() int64 { return int64(time.Since(w.start)) }
+func (w *Writer) Now() int64 {
+	if w.now != nil {
+		return w.now()
+	}
+	return int64(time.Since(w.start))
+}
 
 // Write appends op and returns it as written.
 func (w *Writer) Write(op Op) (Op, error) {
@@ -49,7 +69,11 @@ func (w *Writer) Write(op Op) (Op, error) {
 	}
 	op.Index = w.next
 	if op.Time == 0 {
-		op.Time = int64(time.Since(w.start))
+		if w.now != nil {
+			op.Time = w.now()
+		} else {
+			op.Time = int64(time.Since(w.start))
+		}
 	}
 	if err := w.line(op); err != nil {
 		return op, err

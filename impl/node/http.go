@@ -189,7 +189,13 @@ func (n *Node) nextID(ctx context.Context) (protocol.NextID, error) {
 	if proxy == nil {
 		return protocol.NextID{}, kit.Errorf(protocol.CodeNotReady, "the singleton proxy is not running yet")
 	}
-	res, err := proxy.Call(ctx, singleton.Request{Op: "next-id"})
+	return NextIDReply(proxy.Call(ctx, singleton.Request{Op: "next-id"}))
+}
+
+// NextIDReply is the node's answer to next-id from what the singleton
+// proxy returned: the id and instance, or the protocol error (also for a
+// simulated node).
+func NextIDReply(res json.RawMessage, err error) (protocol.NextID, error) {
 	if err != nil {
 		switch {
 		case errors.Is(err, singleton.ErrDropped):

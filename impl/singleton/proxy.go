@@ -261,15 +261,8 @@ func (p *Proxy) attempt(ctx context.Context, target cluster.MemberState, req Req
 	p.mu.Unlock()
 	if p.d.Local != nil && target.UID() == self {
 		res, err := p.d.Local.Handle(ctx, req)
-		switch {
-		case err == nil:
-			return res, false, nil
-		case retryable(err):
-			return nil, true, err
-		case IsDefinite(err), errors.Is(err, ErrUnknownOutcome):
-			return nil, false, err
-		}
-		return nil, false, fmt.Errorf("%w: %w", ErrUnknownOutcome, err)
+		retry, out := LocalOutcome(err)
+		return res, retry, out
 	}
 	var res json.RawMessage
 	err := p.d.Peers.Call(ctx, target.Target(), p.path, req, &res)
@@ -284,4 +277,19 @@ func (p *Proxy) attempt(ctx context.Context, target cluster.MemberState, req Req
 	}
 	retry, out := classifyRemote(err)
 	return nil, retry, out
+}
+
+// LocalOutcome classifies what this member's own manager answered an
+// attempt: whether to try again where the singleton runs next, and the
+// error to end the request with otherwise (nil: it succeeded).
+func LocalOutcome(err error) (retry bool, out error) {
+	switch {
+	case err == nil:
+		return false, nil
+	case retryable(err):
+		return true, err
+	case IsDefinite(err), errors.Is(err, ErrUnknownOutcome):
+		return false, err
+	}
+	return false, fmt.Errorf("%w: %w", ErrUnknownOutcome, err)
 }

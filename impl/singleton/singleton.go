@@ -101,6 +101,10 @@ func IsDefinite(err error) bool {
 	return false
 }
 
+// InstanceFailed reports whether a Handle error marks the instance as stale
+// or broken: its manager stops it (for a driver other than Manager).
+func InstanceFailed(err error) bool { return isInstanceFailure(err) }
+
 // isInstanceFailure reports whether a Handle error marks the instance as
 // stale or broken.
 func isInstanceFailure(err error) bool {

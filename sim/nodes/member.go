@@ -2,7 +2,6 @@ package nodes
 
 import (
 	"context"
-	"errors"
 	"maps"
 	"slices"
 	"time"
@@ -57,6 +56,7 @@ type incarnation struct {
 	process int
 	m       *cluster.MembershipState
 	mgr     *manager
+	proxy   *proxy
 	// heard: when something last arrived from each address (the
 	// transport's member list); metas: what each one's Meta gave.
 	heard   map[string]time.Duration
@@ -143,6 +143,7 @@ func (inc *incarnation) apply(e cluster.Effect) {
 		c.logRecord(n.Name, e)
 	case cluster.ViewChanged:
 		inc.mgr.viewChanged()
+		inc.after(0, "proxy-view", func() { inc.proxy.step(nil) })
 		inc.checkLeave()
 	case cluster.SelfDowned:
 		inc.downed()
@@ -176,19 +177,13 @@ func (inc *incarnation) apply(e cluster.Effect) {
 // driver does, unless the journal is cut off from this node.
 func (inc *incarnation) allocate(payload []byte) {
 	c := inc.n.c
-	var seq int64
-	err := errJournalCut
-	if !c.journalCut[inc.n.Name] {
-		seq, err = c.cfg.Journal.Append(context.Background(), // the simulation has no deadlines: a cut journal fails at once
-			cluster.UpNumbersID, journal.AnySeq, journal.NoEpoch, [][]byte{payload})
-	}
+	// The simulation has no deadlines: a cut journal fails at once.
+	seq, err := nodeJournal{c, inc.n.Name}.Append(context.Background(), cluster.UpNumbersID, journal.AnySeq, journal.NoEpoch, [][]byte{payload})
 	inc.step(cluster.InUpNumber{UpNumber: seq, Err: err})
 	if !inc.bound && inc.m.Self().UpNumber > 0 && !inc.gone() {
 		inc.bind()
 	}
 }
-
-var errJournalCut = errors.New("journal: unreachable (cut off)")
 
 // bind binds the transport and starts joining.
 func (inc *incarnation) bind() {
@@ -359,6 +354,10 @@ func (inc *incarnation) receive(from string, msg any) {
 		inc.mgr.receive(from, msg)
 	case managerReply:
 		inc.mgr.answered(msg)
+	case singletonReq:
+		inc.proxy.serveRemote(from, msg)
+	case singletonRes:
+		inc.proxy.answered(msg)
 	}
 }
 

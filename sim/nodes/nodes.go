@@ -60,6 +60,9 @@ type Config struct {
 	RetryInterval     time.Duration // the singleton manager's default
 	RestartDelay      time.Duration // 1 s: a downed node's restart in process
 	LeaveTimeout      time.Duration // 30 s
+	RequestTimeout    time.Duration // 10 s: a client request's bound in the node
+	// NoFencing is the deliberate bug singleton-no-fencing.
+	NoFencing bool
 
 	// Events, if set, receives every event a node logs, as the harness
 	// records it (Lo = Hi = the virtual time).
@@ -99,6 +102,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.LeaveTimeout <= 0 {
 		c.LeaveTimeout = 30 * time.Second
+	}
+	if c.RequestTimeout <= 0 {
+		c.RequestTimeout = 10 * time.Second
 	}
 }
 
@@ -298,6 +304,9 @@ func (n *Node) startIncarnation() {
 		panic(err) // the configuration is the simulation's own: a bug here
 	}
 	inc.mgr = mgr
+	if inc.proxy, err = newProxy(inc); err != nil {
+		panic(err)
+	}
 	c.tracef("%s starts member %s", n.Name, self.UID())
 	inc.step(cluster.InStart{})
 }

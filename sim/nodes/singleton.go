@@ -1,6 +1,8 @@
 package nodes
 
 import (
+	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -29,13 +31,13 @@ type (
 	}
 )
 
-// Instance timing: how long the factory takes (fencing the journal) and
-// how long a stop takes, each drawn from the seed up to these.
+// Instance timing, each drawn from the seed up to these: how long the
+// factory takes (fencing the journal), a stop, and serving one request
+// (its journal append).
 const (
 	instanceStartTime = 20 * time.Millisecond
 	instanceStopTime  = 20 * time.Millisecond
-	// instanceDrainTime: a stop after the queued requests waits for them.
-	instanceDrainTime = 100 * time.Millisecond
+	instanceServeTime = 2 * time.Millisecond
 )
 
 // manager drives one member's singleton.ManagerState, as singleton.Manager
@@ -50,7 +52,7 @@ type manager struct {
 
 	stateTimer, stopTimer sim.Event
 	inst                  *instance
-	numbered              int // instances started by this manager (for their events)
+	started               int // instances started by this manager (their number in replies)
 	pending               map[uint64]*sent
 	nextID                uint64
 	// shutDone, when set, is called once the instance has stopped after
@@ -64,13 +66,27 @@ type sent struct {
 	deadline sim.Event
 }
 
-// instance is a running (or starting, or stopping) instance.
+// instance is a running (or starting, or stopping) instance: the real ID
+// generator over the node's journal, served one request at a time as the
+// real runner serves them.
 type instance struct {
 	num      int
 	life     int // index in Cluster.lives
 	live     bool
 	stopping bool
+	stopNow  bool
 	end      sim.Event
+	inst     singleton.Instance
+	host     protocol.SingletonInstance
+	queue    []*instanceRequest
+	busy     bool
+	failed   error // why it ended on its own (InInstanceDone's Err)
+}
+
+// instanceRequest is a request queued for the instance.
+type instanceRequest struct {
+	req   singleton.Request
+	reply func(json.RawMessage, error)
 }
 
 func newManager(inc *incarnation) (*manager, error) {
@@ -118,7 +134,7 @@ func (m *manager) apply(e singleton.Effect) {
 		m.stopInstance(e.Now)
 	case singleton.GiveUp:
 		if m.inst != nil {
-			m.finish(m.inst, "instance "+fmt.Sprint(m.inst.num)+" given up: "+e.Reason)
+			m.finish(m.inst, e.Reason, nil)
 		}
 	case singleton.ArmStateTimer:
 		m.stateTimer.Cancel()
@@ -141,54 +157,161 @@ func (m *manager) apply(e singleton.Effect) {
 }
 
 // start starts instance num: it counts as running from now (the manager
-// cannot tell a starting instance from a running one), and logs its start
-// once its factory has run.
+// cannot tell a starting instance from a running one); its factory, the
+// real ID generator's, fences the journal after a while, and the instance
+// logs its start and serves what was queued meanwhile.
 func (m *manager) start(num int) {
 	c := m.inc.n.c
 	self := m.inc.m.Self()
 	c.lives = append(c.lives, Life{Node: m.inc.n.Name, Member: self.UID(), Num: num, From: c.World.Now()})
-	in := &instance{num: num, life: len(c.lives) - 1}
+	m.started++
+	in := &instance{num: num, life: len(c.lives) - 1,
+		host: protocol.SingletonInstance{Node: m.inc.n.Name, Incarnation: self.Incarnation, Instance: int64(m.started)}}
 	m.inst = in
 	m.inc.after(jitter(c, instanceStartTime), "", func() {
-		if m.inst != in || in.stopping {
+		if m.inst != in || in.stopNow {
+			if m.inst == in {
+				m.finish(in, "", nil) // abandoned before it started
+			}
 			return
 		}
-		in.live = true
+		factory := singleton.IDGeneratorWith(nodeJournal{c, m.inc.n.Name}, "singleton/"+SingletonName,
+			singleton.IDGeneratorOptions{NoFencing: c.cfg.NoFencing})
+		inst, err := factory(context.Background())
+		if err != nil {
+			m.failQueue("instance failed to start")
+			m.inc.n.emit(protocol.Event{Type: protocol.EventSingletonFailed, Member: self.UID(), Singleton: SingletonName,
+				Detail: fmt.Sprintf("instance %d failed to start: %v", num, err)})
+			m.finish(in, "", fmt.Errorf("start: %w", err))
+			return
+		}
+		in.inst, in.live = inst, true
 		m.inc.n.emit(protocol.Event{Type: protocol.EventSingletonStarted, Member: self.UID(), Singleton: SingletonName,
 			Detail: fmt.Sprintf("instance %d", num)})
+		m.serveNext()
 	})
 }
 
-// stopInstance asks the instance to stop: at once, or after the requests
-// queued before the stop.
-func (m *manager) stopInstance(now bool) {
+// handle queues a request for the instance, as Manager.Handle does; reply
+// gets its answer.
+func (m *manager) handle(req singleton.Request, reply func(json.RawMessage, error)) {
 	in := m.inst
-	if in == nil || in.stopping {
+	switch {
+	case in == nil:
+		reply(nil, fmt.Errorf("%w: singleton %s", singleton.ErrNotRunning, SingletonName))
+		return
+	case in.stopping && (in.stopNow || !in.busy && len(in.queue) == 0):
+		reply(nil, fmt.Errorf("%w: instance is stopping", singleton.ErrNotRunning))
 		return
 	}
-	in.stopping = true
-	c := m.inc.n.c
-	d := jitter(c, instanceStopTime)
-	if !now {
-		d += jitter(c, instanceDrainTime)
-	}
-	in.end = m.inc.after(d, "", func() { m.finish(in, fmt.Sprintf("instance %d stopped", in.num)) })
+	in.queue = append(in.queue, &instanceRequest{req: req, reply: reply})
+	m.serveNext()
 }
 
-// finish: the instance has stopped (or was given up on).
-func (m *manager) finish(in *instance, detail string) {
+// serveNext serves the next queued request after its serving time, one at
+// a time; a stop after the queue comes once it is empty.
+func (m *manager) serveNext() {
+	in := m.inst
+	if in == nil || !in.live || in.busy {
+		return
+	}
+	if len(in.queue) == 0 {
+		if in.stopping && !in.end.Pending() {
+			m.scheduleEnd(in)
+		}
+		return
+	}
+	in.busy = true
+	r := in.queue[0]
+	in.queue = in.queue[1:]
+	m.inc.after(jitter(m.inc.n.c, instanceServeTime), "", func() {
+		in.busy = false
+		res, err := in.inst.Handle(context.Background(), r.req)
+		if err == nil {
+			res, err = hosted(res, in.host)
+		}
+		r.reply(res, err)
+		if singleton.InstanceFailed(err) {
+			m.failQueue("instance failed before the request's turn")
+			m.inc.n.emit(protocol.Event{Type: protocol.EventSingletonFailed, Member: m.inc.m.Self().UID(), Singleton: SingletonName,
+				Detail: fmt.Sprintf("instance %d: %v", in.num, err)})
+			in.stopping = true
+			in.failed = err
+			m.scheduleEnd(in)
+			return
+		}
+		m.serveNext()
+	})
+}
+
+// hosted adds the instance that served it to a reply, as the real node
+// does (impl/node decorate): {"id": N, "singleton": {...}}.
+func hosted(res json.RawMessage, host protocol.SingletonInstance) (json.RawMessage, error) {
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(res, &fields) != nil || fields == nil {
+		fields = map[string]json.RawMessage{"result": res}
+	}
+	hb, err := json.Marshal(host)
+	if err != nil {
+		return nil, err
+	}
+	fields["singleton"] = hb
+	return json.Marshal(fields)
+}
+
+// failQueue fails the queued requests: none was served.
+func (m *manager) failQueue(why string) {
+	if in := m.inst; in != nil {
+		q := in.queue
+		in.queue = nil
+		for _, r := range q {
+			r.reply(nil, fmt.Errorf("%w: %s", singleton.ErrNotRunning, why))
+		}
+	}
+}
+
+// stopInstance asks the instance to stop: at once (the queued requests
+// fail), or after the requests queued before the stop.
+func (m *manager) stopInstance(now bool) {
+	in := m.inst
+	if in == nil || (in.stopping && (in.stopNow || !now)) {
+		return
+	}
+	in.stopping, in.stopNow = true, now
+	if now {
+		m.failQueue("instance stopped before the request's turn")
+	}
+	if !in.live {
+		return // the start sees the stop
+	}
+	if !in.busy && len(in.queue) == 0 && !in.end.Pending() {
+		m.scheduleEnd(in)
+	}
+}
+
+// scheduleEnd: the instance's Stop takes a while, then it has stopped.
+func (m *manager) scheduleEnd(in *instance) {
+	in.end = m.inc.after(jitter(m.inc.n.c, instanceStopTime), "", func() {
+		m.finish(in, fmt.Sprintf("instance %d stopped", in.num), in.failed)
+	})
+}
+
+// finish: the instance has stopped (or was given up on); failErr is why
+// it ended on its own, if it did.
+func (m *manager) finish(in *instance, detail string, failErr error) {
 	if m.inst != in {
 		return
 	}
 	in.end.Cancel()
 	c := m.inc.n.c
 	c.lives[in.life].Till = c.World.Now()
+	m.failQueue("instance stopped before the request's turn")
 	m.inst = nil
 	if in.live {
 		m.inc.n.emit(protocol.Event{Type: protocol.EventSingletonStopped, Member: m.inc.m.Self().UID(),
 			Singleton: SingletonName, Detail: detail})
 	}
-	m.step(singleton.InInstanceDone{})
+	m.step(singleton.InInstanceDone{Err: failErr})
 	if m.inst == nil && m.shutDone != nil {
 		done := m.shutDone
 		m.shutDone = nil
@@ -216,6 +339,7 @@ func (m *manager) stop() {
 		c := m.inc.n.c
 		in.end.Cancel()
 		c.lives[in.life].Till = c.World.Now()
+		in.queue = nil // the process is gone: nobody answers
 		m.inst = nil
 	}
 }
