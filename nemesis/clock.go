@@ -64,8 +64,8 @@ func setClock(ctx context.Context, env *Env, name string, offset time.Duration, 
 
 // resetClocks sets the named nodes' clocks back to real time.
 func resetClocks(ctx context.Context, env *Env, names []string) error {
-	return forEach(names, func(name string) error {
-		return retry(ctx, func() error { return setClock(ctx, env, name, 0, 0) })
+	return env.forEach(names, func(name string) error {
+		return env.retry(ctx, func() error { return setClock(ctx, env, name, 0, 0) })
 	})
 }
 
@@ -80,7 +80,7 @@ func clockBump(ctx context.Context, env *Env, rng *rand.Rand) (*Active, error) {
 		offsets[name] = randomOffset(rng, 5*time.Minute)
 		t.OffsetMs[name] = float64(offsets[name].Milliseconds())
 	}
-	done, err := forEachDone(targets, func(name string) error { return setClock(ctx, env, name, offsets[name], 0) })
+	done, err := env.forEachDone(targets, func(name string) error { return setClock(ctx, env, name, offsets[name], 0) })
 	if len(done) == 0 {
 		return attempted(t), err
 	}
@@ -102,7 +102,7 @@ func clockDrift(ctx context.Context, env *Env, rng *rand.Rand) (*Active, error) 
 		}
 		t.Drift[name] = d
 	}
-	done, err := forEachDone(targets, func(name string) error { return setClock(ctx, env, name, 0, t.Drift[name]) })
+	done, err := env.forEachDone(targets, func(name string) error { return setClock(ctx, env, name, 0, t.Drift[name]) })
 	if len(done) == 0 {
 		return attempted(t), err
 	}
@@ -125,7 +125,7 @@ func clockStrobe(ctx context.Context, env *Env, rng *rand.Rand) (*Active, error)
 		offsets[name] = randomOffset(rng, time.Minute)
 		t.OffsetMs[name] = float64(offsets[name].Milliseconds())
 	}
-	if done, err := forEachDone(targets, func(name string) error { return setClock(ctx, env, name, offsets[name], 0) }); err != nil {
+	if done, err := env.forEachDone(targets, func(name string) error { return setClock(ctx, env, name, offsets[name], 0) }); err != nil {
 		if len(done) == 0 {
 			return attempted(t), err
 		}
@@ -150,7 +150,7 @@ func clockStrobe(ctx context.Context, env *Env, rng *rand.Rand) (*Active, error)
 			on = !on
 			// A node that misses a flip (busy, restarting) catches up at
 			// the next one: the strobe is best effort by nature.
-			forEach(targets, func(name string) error {
+			env.forEach(targets, func(name string) error {
 				rctx, cancel := context.WithTimeout(sctx, period)
 				defer cancel()
 				off := time.Duration(0)

@@ -128,7 +128,7 @@ func leaveFault(how string) Fault {
 			t := Targets{targets, how}
 			err = leave(ctx, env, name)
 			return &Active{Targets: t, heal: func(ctx context.Context) (any, error) {
-				return t, retry(ctx, func() error { return restart(ctx, env, name) })
+				return t, env.retry(ctx, func() error { return restart(ctx, env, name) })
 			}}, err
 		},
 	}
@@ -156,9 +156,9 @@ func leave(ctx context.Context, env *Env, name string) error {
 	if err != nil {
 		return fmt.Errorf("leave %s: %w", name, err)
 	}
-	deadline := time.Now().Add(leaveTimeout)
-	for time.Now().Before(deadline) {
-		if err := sleep(ctx, 250*time.Millisecond); err != nil {
+	deadline := env.now().Add(leaveTimeout)
+	for env.now().Before(deadline) {
+		if err := env.sleep(ctx, 250*time.Millisecond); err != nil {
 			return err
 		}
 		if gone(ctx, env, name, uid) {

@@ -21,6 +21,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/shardtest/shardtest/protocol/client"
@@ -100,11 +101,64 @@ type Env struct {
 	// Capabilities the implementation declares (GET /v1/capabilities).
 	Capabilities []string
 	Log          *slog.Logger
+	// Clock, Client and Sequential let a simulation run the faults in its
+	// virtual time: the time faults wait by (nil: the machine's), the
+	// client of a node (nil: HTTP to its address), and whether work on
+	// several nodes runs one node after another rather than at once.
+	Clock      Clock
+	Client     func(Node) *client.Client
+	Sequential bool
+}
+
+// Clock is the time faults wait by.
+type Clock interface {
+	Now() time.Time
+	// Sleep waits d, or until ctx ends (its error).
+	Sleep(ctx context.Context, d time.Duration) error
+}
+
+func (e *Env) now() time.Time {
+	if e.Clock != nil {
+		return e.Clock.Now()
+	}
+	return time.Now()
+}
+
+func (e *Env) sleep(ctx context.Context, d time.Duration) error {
+	if e.Clock != nil {
+		return e.Clock.Sleep(ctx, d)
+	}
+	return sleep(ctx, d)
+}
+
+// parallel runs f(i) for i < n, at once (one goroutine each) or, with
+// Sequential, one after another.
+func (e *Env) parallel(n int, f func(i int)) {
+	if e.Sequential {
+		for i := range n {
+			f(i)
+		}
+		return
+	}
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			f(i)
+		}()
+	}
+	wg.Wait()
 }
 
 func (e *Env) has(capability string) bool { return slices.Contains(e.Capabilities, capability) }
 
-func (e *Env) client(n Node) *client.Client { return client.New(n.HTTPAddr, nil) }
+func (e *Env) client(n Node) *client.Client {
+	if e.Client != nil {
+		return e.Client(n)
+	}
+	return client.New(n.HTTPAddr, nil)
+}
 
 func (e *Env) log() *slog.Logger {
 	if e.Log == nil {

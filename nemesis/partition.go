@@ -253,7 +253,7 @@ func applyCut(ctx context.Context, env *Env, cut Cut) (*Active, error) {
 		targets = append(targets, node)
 	}
 	sort.Strings(targets)
-	done, err := forEachDone(targets, func(node string) error {
+	done, err := env.forEachDone(targets, func(node string) error {
 		r := cut.Drops[node]
 		var ar Rules
 		var err error
@@ -281,20 +281,20 @@ func applyCut(ctx context.Context, env *Env, cut Cut) (*Active, error) {
 // clearRules removes the packet filters of the named nodes, retrying a
 // node that does not answer (it may be restarting) for a while.
 func clearRules(ctx context.Context, env *Env, names []string) error {
-	return forEach(names, func(node string) error {
-		return retry(ctx, func() error { return env.Cluster.SetRules(ctx, node, Rules{}) })
+	return env.forEach(names, func(node string) error {
+		return env.retry(ctx, func() error { return env.Cluster.SetRules(ctx, node, Rules{}) })
 	})
 }
 
 // retry calls fn until it succeeds, ctx ends or settle passes.
-func retry(ctx context.Context, fn func() error) error {
-	deadline := time.Now().Add(settle)
+func (e *Env) retry(ctx context.Context, fn func() error) error {
+	deadline := e.now().Add(settle)
 	for {
 		err := fn()
-		if err == nil || errors.Is(err, ErrUnsupported) || time.Now().After(deadline) {
+		if err == nil || errors.Is(err, ErrUnsupported) || e.now().After(deadline) {
 			return err
 		}
-		if werr := sleep(ctx, 500*time.Millisecond); werr != nil {
+		if werr := e.sleep(ctx, 500*time.Millisecond); werr != nil {
 			return errors.Join(err, werr)
 		}
 	}

@@ -54,7 +54,7 @@ func killFaults() []Fault {
 						return nil, err
 					}
 				}
-				done, err := forEachDone(targets, func(name string) error { return env.Cluster.Kill(ctx, name) })
+				done, err := env.forEachDone(targets, func(name string) error { return env.Cluster.Kill(ctx, name) })
 				if len(done) == 0 {
 					return attempted(Targets{targets, how}), err
 				}
@@ -84,7 +84,7 @@ func startAll(ctx context.Context, env *Env, names []string) error {
 	all := nodeNames(env)
 	if len(all) > 0 && len(names) == len(all) {
 		first := all[0]
-		if err := retry(ctx, func() error { return env.Cluster.Start(ctx, first) }); err != nil {
+		if err := env.retry(ctx, func() error { return env.Cluster.Start(ctx, first) }); err != nil {
 			return err
 		}
 		var rest []string
@@ -95,8 +95,8 @@ func startAll(ctx context.Context, env *Env, names []string) error {
 		}
 		names = rest
 	}
-	return forEach(names, func(name string) error {
-		return retry(ctx, func() error { return env.Cluster.Start(ctx, name) })
+	return env.forEach(names, func(name string) error {
+		return env.retry(ctx, func() error { return env.Cluster.Start(ctx, name) })
 	})
 }
 
@@ -112,13 +112,13 @@ func pauseFaults() []Fault {
 				if err != nil {
 					return nil, err
 				}
-				paused, err := forEachDone(targets, func(name string) error { return env.Cluster.Pause(ctx, name) })
+				paused, err := env.forEachDone(targets, func(name string) error { return env.Cluster.Pause(ctx, name) })
 				if len(paused) == 0 {
 					return attempted(Targets{targets, how}), err
 				}
 				return &Active{Targets: Targets{targets, how}, heal: func(ctx context.Context) (any, error) {
-					return Targets{paused, how}, forEach(paused, func(name string) error {
-						return retry(ctx, func() error { return env.Cluster.Resume(ctx, name) })
+					return Targets{paused, how}, env.forEach(paused, func(name string) error {
+						return env.retry(ctx, func() error { return env.Cluster.Resume(ctx, name) })
 					})
 				}}, err
 			},

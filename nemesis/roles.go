@@ -66,24 +66,19 @@ func statuses(ctx context.Context, env *Env) map[string]protocol.Status {
 	var (
 		mu  sync.Mutex
 		out = map[string]protocol.Status{}
-		wg  sync.WaitGroup
 	)
-	for _, n := range env.Cluster.Nodes() {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			sctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-			defer cancel()
-			st, err := env.client(n).Status(sctx)
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			out[n.Name] = st
-			mu.Unlock()
-		}()
-	}
-	wg.Wait()
+	nodes := env.Cluster.Nodes()
+	env.parallel(len(nodes), func(i int) {
+		sctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		defer cancel()
+		st, err := env.client(nodes[i]).Status(sctx)
+		if err != nil {
+			return
+		}
+		mu.Lock()
+		out[nodes[i].Name] = st
+		mu.Unlock()
+	})
 	return out
 }
 
@@ -230,27 +225,21 @@ func sorted(names []string) []string {
 }
 
 // forEach runs fn for every name concurrently and joins the errors.
-func forEach(names []string, fn func(name string) error) error {
-	_, err := forEachDone(names, fn)
+func (e *Env) forEach(names []string, fn func(name string) error) error {
+	_, err := e.forEachDone(names, fn)
 	return err
 }
 
 // forEachDone is forEach that also returns the names fn succeeded for, so
 // an inject can tell a fault that did nothing (no heal, recorded as
 // failed) from one that took effect in part.
-func forEachDone(names []string, fn func(name string) error) (done []string, err error) {
+func (e *Env) forEachDone(names []string, fn func(name string) error) (done []string, err error) {
 	errs := make([]error, len(names))
-	var wg sync.WaitGroup
-	for i, name := range names {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := fn(name); err != nil {
-				errs[i] = fmt.Errorf("%s: %w", name, err)
-			}
-		}()
-	}
-	wg.Wait()
+	e.parallel(len(names), func(i int) {
+		if err := fn(names[i]); err != nil {
+			errs[i] = fmt.Errorf("%s: %w", names[i], err)
+		}
+	})
 	for i, name := range names {
 		if errs[i] == nil {
 			done = append(done, name)

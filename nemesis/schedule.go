@@ -220,7 +220,7 @@ func (r *Runner) Run(ctx context.Context, start time.Time, plan []Step) {
 		active = slices.Delete(active, i, i+1)
 		hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*settle)
 		defer cancel()
-		began := time.Now()
+		began := r.Env.now()
 		targets, err := a.active.Heal(hctx)
 		r.Record(Event{Fault: a.fault, Action: "heal", Began: began, Targets: targets, Err: err})
 	}
@@ -230,7 +230,7 @@ func (r *Runner) Run(ctx context.Context, start time.Time, plan []Step) {
 		}
 	}()
 	for _, s := range plan {
-		if err := sleep(ctx, time.Until(start.Add(s.At))); err != nil {
+		if err := r.Env.sleep(ctx, start.Add(s.At).Sub(r.Env.now())); err != nil {
 			return
 		}
 		heal(s.key()) // a heal step, or a key injected again
@@ -239,10 +239,10 @@ func (r *Runner) Run(ctx context.Context, start time.Time, plan []Step) {
 		}
 		f, ok := faults[s.Fault]
 		if !ok {
-			r.Record(Event{Fault: s.Fault, Action: "inject", Began: time.Now(), Err: fmt.Errorf("unknown fault %q", s.Fault), Failed: true})
+			r.Record(Event{Fault: s.Fault, Action: "inject", Began: r.Env.now(), Err: fmt.Errorf("unknown fault %q", s.Fault), Failed: true})
 			continue
 		}
-		began := time.Now()
+		began := r.Env.now()
 		a, err := f.Inject(withTarget(ctx, s.Target), r.Env, rand.New(rand.NewPCG(s.Seed, 0x74617267657473))) // "targets"
 		var targets any
 		if a != nil {

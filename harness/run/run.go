@@ -323,6 +323,11 @@ func (t *Test) Run(ctx context.Context, resultsRoot string) (Result, error) {
 			return Result{}, err
 		}
 	}
+	if _, ok := t.Runtime.(Sim); ok {
+		if err := checkSim(o); err != nil {
+			return Result{}, err
+		}
+	}
 	if err := t.precheckFaults(); err != nil {
 		return Result{}, err
 	}
@@ -341,9 +346,51 @@ func (t *Test) Run(ctx context.Context, resultsRoot string) (Result, error) {
 		return res, err
 	}
 	linkLatest(resultsRoot, o.Name, dir)
-	hw, err := history.Create(filepath.Join(dir, history.HistoryFile), o.Name, start)
+	if sim, ok := t.Runtime.(Sim); ok {
+		o, err = sim.simulate(ctx, t, o, dir)
+	} else {
+		o, err = t.runCluster(ctx, o, dir, start)
+	}
 	if err != nil {
 		return res, err
+	}
+	var counter history.Counter
+	analyzed := report.NewAnalyzer()
+	checked, err := CheckFile(ctx, o, dir, checker.FileOptions{Observe: []func(*history.Op){counter.Observe, analyzed.Observe}})
+	if err != nil {
+		return res, fmt.Errorf("reading back the history: %w", err)
+	}
+	h := checked.History
+	res.Summary = counter.Summary()
+	res.Verdict, res.Checks = checked.Verdict, checked.Checks
+	res.Coverage = t.coverage(dir, resultsRoot, checked.Coverage)
+	res.Duration = time.Since(start)
+	if err := writeJSON(filepath.Join(dir, report.ResultsFile), res); err != nil {
+		return res, err
+	}
+	// The reports are for people and CI; results.json holds the verdict,
+	// so a report that cannot be written is logged, not a failed run.
+	optJSON, _ := json.Marshal(o) // just written as test.json: it encodes
+	if err := report.Write(dir, report.Input{Test: res.Test, Started: res.Started, Duration: res.Duration,
+		Verdict: res.Verdict, Checks: res.Checks, Summary: res.Summary, History: h, Analyzed: analyzed, Options: optJSON,
+		Coverage: &checked.Coverage, CoverageSummary: res.Coverage}); err != nil {
+		t.Log.Warn("writing the report", "err", err)
+	}
+	if ctx.Err() != nil {
+		return res, fmt.Errorf("interrupted: %w", ctx.Err())
+	}
+	return res, nil
+}
+
+// runCluster runs the test against a real cluster of the runtime's: it
+// starts the cluster, drives the workload and the faults, records the
+// history, the node events and the status samples into dir, and stops
+// the cluster. It returns the options as the run found them (the image,
+// the capabilities).
+func (t *Test) runCluster(ctx context.Context, o Options, dir string, start time.Time) (Options, error) {
+	hw, err := history.Create(filepath.Join(dir, history.HistoryFile), o.Name, start)
+	if err != nil {
+		return o, err
 	}
 	defer hw.Close()
 
@@ -352,7 +399,7 @@ func (t *Test) Run(ctx context.Context, resultsRoot string) (Result, error) {
 	t.Log.Info("starting cluster", "runtime", t.Runtime.Name(), "nodes", o.Nodes)
 	cl, err := t.Runtime.Start(ctx, o.RunID, o.Nodes, dir)
 	if err != nil {
-		return res, fmt.Errorf("start cluster: %w", err)
+		return o, fmt.Errorf("start cluster: %w", err)
 	}
 	// The cluster stops (and its logs land in dir) before the checkers
 	// run, so they have the machine to themselves and the report links
@@ -386,27 +433,27 @@ func (t *Test) Run(ctx context.Context, resultsRoot string) (Result, error) {
 		err = werr
 	}
 	if err != nil {
-		return res, err
+		return o, err
 	}
 	for _, name := range o.checkPlan().LeftOut {
 		t.Log.Info("leaving out a checker with nothing to judge in this implementation", "checker", name, "capabilities", o.Capabilities)
 	}
-	nem, err := t.nemesis(cl, caps, hw)
+	nem, err := t.nemesis(cl, caps, hw, time.Now)
 	if err != nil {
-		return res, err
+		return o, err
 	}
 	stopEvents := func() {}
 	if slices.Contains(caps.Capabilities, "events") {
 		stop, err := t.recordEvents(ctx, dir, cl, hw)
 		if err != nil {
-			return res, err
+			return o, err
 		}
 		stopEvents = sync.OnceFunc(stop)
 		defer stopEvents()
 	}
 	stopSamples, err := t.recordStatus(ctx, filepath.Join(dir, history.StatusFile), clusterNodes(cl), hw)
 	if err != nil {
-		return res, err
+		return o, err
 	}
 	stopSamples = sync.OnceFunc(stopSamples)
 	defer stopSamples()
@@ -442,34 +489,9 @@ func (t *Test) Run(ctx context.Context, resultsRoot string) (Result, error) {
 	stopSamples()
 	stopCluster()
 	if err := hw.Close(); err != nil {
-		return res, err
+		return o, err
 	}
-	var counter history.Counter
-	analyzed := report.NewAnalyzer()
-	checked, err := CheckFile(ctx, o, dir, checker.FileOptions{Observe: []func(*history.Op){counter.Observe, analyzed.Observe}})
-	if err != nil {
-		return res, fmt.Errorf("reading back the history: %w", err)
-	}
-	h := checked.History
-	res.Summary = counter.Summary()
-	res.Verdict, res.Checks = checked.Verdict, checked.Checks
-	res.Coverage = t.coverage(dir, resultsRoot, checked.Coverage)
-	res.Duration = time.Since(start)
-	if err := writeJSON(filepath.Join(dir, report.ResultsFile), res); err != nil {
-		return res, err
-	}
-	// The reports are for people and CI; results.json holds the verdict,
-	// so a report that cannot be written is logged, not a failed run.
-	optJSON, _ := json.Marshal(o) // just written as test.json: it encodes
-	if err := report.Write(dir, report.Input{Test: res.Test, Started: res.Started, Duration: res.Duration,
-		Verdict: res.Verdict, Checks: res.Checks, Summary: res.Summary, History: h, Analyzed: analyzed, Options: optJSON,
-		Coverage: &checked.Coverage, CoverageSummary: res.Coverage}); err != nil {
-		t.Log.Warn("writing the report", "err", err)
-	}
-	if ctx.Err() != nil {
-		return res, fmt.Errorf("interrupted: %w", ctx.Err())
-	}
-	return res, nil
+	return o, nil
 }
 
 // drive runs the workers for the time limit and returns the entities
@@ -577,6 +599,14 @@ func (t *Test) perform(ctx context.Context, hw *history.Writer, process int, n N
 	octx, cancel := context.WithTimeout(context.WithoutCancel(ctx), t.Options.OpTimeout)
 	result, reply, err := t.Workload.Invoke(octx, c, op)
 	cancel()
+	done := completion(process, op, n.Name, result, reply, err)
+	hw.Write(done)
+	return done.Kind
+}
+
+// completion is the history entry that completes op, performed by process
+// on node, from what the workload's Invoke returned.
+func completion(process int, op workloads.Op, node string, result json.RawMessage, reply history.Reply, err error) history.Op {
 	var perr *protocol.Error
 	if errors.As(err, &perr) && perr.Status != 0 {
 		// The node answered with an error body: say so, and who it was.
@@ -585,7 +615,7 @@ func (t *Test) perform(ctx context.Context, hw *history.Writer, process int, n N
 			reply.Node, reply.Incarnation = perr.ServedBy.Node, perr.ServedBy.Incarnation
 		}
 	}
-	done := history.Op{Process: process, F: op.F, Entity: op.Entity, Node: n.Name, Reply: &reply}
+	done := history.Op{Process: process, F: op.F, Entity: op.Entity, Node: node, Reply: &reply}
 	switch protocol.OutcomeOf(err) {
 	case protocol.OK:
 		done.Kind, done.Value = history.OK, result
@@ -594,8 +624,7 @@ func (t *Test) perform(ctx context.Context, hw *history.Writer, process int, n N
 	default:
 		done.Kind, done.Error = history.Info, protocol.ErrorText(err)
 	}
-	hw.Write(done)
-	return done.Kind
+	return done
 }
 
 // final reads back every entity touched, retrying each until it answers
@@ -698,7 +727,7 @@ func checkCapability(ctx context.Context, c *client.Client, w workloads.Workload
 // nemesis returns the test's fault runner (nil: no faults), refusing
 // faults the runtime or the implementation cannot take. Its events go into
 // the history as they take effect.
-func (t *Test) nemesis(cl Cluster, caps protocol.Capabilities, hw *history.Writer) (*nemesis.Runner, error) {
+func (t *Test) nemesis(cl Cluster, caps protocol.Capabilities, hw *history.Writer, now func() time.Time) (*nemesis.Runner, error) {
 	faults, err := nemesis.Parse(t.Options.faults())
 	if err != nil || len(faults) == 0 {
 		return nil, err
@@ -711,7 +740,7 @@ func (t *Test) nemesis(cl Cluster, caps protocol.Capabilities, hw *history.Write
 		Env:    &nemesis.Env{Cluster: nc.Nemesis(), Capabilities: caps.Capabilities, Log: t.Log},
 		Faults: faults,
 		Record: func(ev nemesis.Event) {
-			v := history.NemesisValue{Action: ev.Action, Began: hw.Now() - int64(time.Since(ev.Began)), Failed: ev.Failed, Targets: ev.Targets}
+			v := history.NemesisValue{Action: ev.Action, Began: hw.Now() - int64(now().Sub(ev.Began)), Failed: ev.Failed, Targets: ev.Targets}
 			op := history.Op{Kind: history.Nemesis, Process: -1, F: ev.Fault}
 			if ev.Err != nil {
 				op.Error = ev.Err.Error()

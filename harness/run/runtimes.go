@@ -275,6 +275,14 @@ func NewRuntime(o Options, c RuntimeConfig) (Runtime, error) {
 			return nil, errors.New("--binary and --image are for --runtime docker")
 		}
 		return Local{Binary: c.LocalBinary, BasePort: c.BasePort, NodeArgs: o.NodeArgs, Settings: o.NodeSettings, Log: c.Log}, nil
+	case "sim":
+		if c.Binary != "" {
+			return nil, errors.New("--binary is for --runtime docker")
+		}
+		if err := checkSim(o); err != nil {
+			return nil, err
+		}
+		return Sim{}, nil
 	}
-	return nil, fmt.Errorf("--runtime %q: want docker or local", o.Runtime)
+	return nil, fmt.Errorf("--runtime %q: want docker, local or sim", o.Runtime)
 }

@@ -105,8 +105,8 @@ func New(c Config) (*Suite, error) {
 	switch {
 	case c.Parallel < 1:
 		return nil, fmt.Errorf("--parallel %d: want at least 1", c.Parallel)
-	case c.Runtime != "docker" && c.Runtime != "local":
-		return nil, fmt.Errorf("--runtime %q: want docker or local", c.Runtime)
+	case c.Runtime != "docker" && c.Runtime != "local" && c.Runtime != "sim":
+		return nil, fmt.Errorf("--runtime %q: want docker, local or sim", c.Runtime)
 	case c.Runtime != "docker" && (c.Image != "" || c.Binary != ""):
 		return nil, errors.New("--binary and --image are for --runtime docker")
 	}
@@ -265,6 +265,11 @@ func (s *Suite) runOne(ctx context.Context, j Job, r *Run, basePort int) (report
 	}
 	rt, err := run.NewRuntime(o, run.RuntimeConfig{Binary: c.Binary, BasePort: basePort, LocalBinary: c.LocalBinary, Log: c.Log})
 	if err != nil {
+		if c.Runtime == "sim" && errors.Is(err, run.ErrUnsupported) {
+			// The simulation covers part of the catalogue so far: what
+			// it cannot run is skipped, saying why.
+			return skip(err.Error())
+		}
 		return fail(err)
 	}
 	t := &run.Test{Options: o, Runtime: rt, Workload: w, Log: c.Log}

@@ -92,9 +92,14 @@ func (n *Node) view() kit.View {
 	if inc == nil {
 		return kit.View{Self: protocol.Member{Name: n.cfg.Name, Status: protocol.StatusJoining}}
 	}
-	snap := inc.cluster.Snapshot()
+	return ViewOf(inc.cluster.Snapshot(), n.cfg.SingletonRole)
+}
+
+// ViewOf is a member's view as the node protocol shows it (also for a
+// simulated node); role is the singleton's.
+func ViewOf(snap cluster.Snapshot, role string) kit.View {
 	v := kit.View{Self: memberInfo(snap.Self)}
-	if o, ok := snap.Oldest(n.cfg.SingletonRole); ok {
+	if o, ok := snap.Oldest(role); ok {
 		v.Oldest = o.UID()
 	}
 	for _, m := range snap.Members {

@@ -192,7 +192,7 @@ func (inc *incarnation) bind() {
 	inc.metas = map[string][]byte{}
 	inc.step(cluster.InBound{Addr: n.addr})
 	n.c.Net.Listen(n.addr, func(from string, msg any) {
-		n.run("", func() {
+		n.run(kindGossip, func() {
 			if cur := n.inc; cur != nil && cur.bound {
 				cur.receive(from, msg)
 			}

@@ -210,7 +210,7 @@ type Node struct {
 	// paused: the process is stopped (SIGSTOP); what reaches it waits in
 	// backlog, in order, and runs when it resumes.
 	paused  bool
-	backlog []func()
+	backlog []waiting
 	// ticking: the kinds of periodic work waiting in backlog, so that a
 	// long pause leaves one tick of each, as a Go ticker does.
 	ticking map[string]bool
@@ -235,25 +235,70 @@ func (n *Node) Snapshot() (cluster.Snapshot, bool) {
 	return n.inc.m.Snapshot(), true
 }
 
+// Do runs f in the node's process: now, or when it resumes if it is
+// paused; never if it is not running (what reaches a killed process is
+// lost). It reports whether the process runs.
+func (n *Node) Do(f func()) bool {
+	if n.inc == nil {
+		return false
+	}
+	process := n.process
+	n.run("", func() {
+		if n.process == process {
+			f()
+		}
+	})
+	return true
+}
+
+// Status is the node's member's status ("" when its process is not
+// running).
+func (n *Node) Status() cluster.Status {
+	if n.inc == nil {
+		return ""
+	}
+	return n.inc.m.SelfStatus()
+}
+
 // run runs f now, or when the node resumes if it is paused; kind, if not
-// empty, is a periodic task of which one waiting run is enough.
+// empty, is a periodic task of which one waiting run is enough, or
+// kindGossip (what the node's reader takes, in order).
 func (n *Node) run(kind string, f func()) {
 	if !n.paused {
 		f()
 		return
 	}
-	if kind != "" {
+	periodic := kind != "" && kind != kindGossip
+	if periodic {
 		if n.ticking[kind] {
 			return
 		}
 		n.ticking[kind] = true
 	}
-	n.backlog = append(n.backlog, func() {
-		if kind != "" {
+	n.backlog = append(n.backlog, waiting{group: groupOf(kind), f: func() {
+		if periodic {
 			delete(n.ticking, kind)
 		}
 		f()
-	})
+	}})
+}
+
+// waiting is what reached a paused process; group names the goroutine of
+// the real node that would take it ("": one of its own).
+type waiting struct {
+	group string
+	f     func()
+}
+
+// kindGossip is what the node's datagram and stream reader takes: one
+// goroutine (memberlist's), in the order it came.
+const kindGossip = "gossip"
+
+func groupOf(kind string) string {
+	if kind == kindGossip {
+		return kindGossip
+	}
+	return ""
 }
 
 // emit logs an event of the node's process.
@@ -345,7 +390,7 @@ func (c *Cluster) Pause(name string) {
 }
 
 // Resume lets a paused process run again: what reached it meanwhile runs
-// first, in the order it came.
+// at once, in an order drawn from the seed.
 func (c *Cluster) Resume(name string) {
 	n := c.Node(name)
 	if n == nil || !n.paused {
@@ -355,12 +400,30 @@ func (c *Cluster) Resume(name string) {
 	n.paused = false
 	backlog := n.backlog
 	n.backlog = nil
-	for _, f := range backlog {
-		if n.paused {
-			n.backlog = append(n.backlog, f)
+	// What waited runs now, in an order the seed decides: a thawed
+	// process's goroutines (the one reading datagrams and pushes, in the
+	// order they came; each serving a request that waited in its
+	// sockets) all wake at once and race.
+	var gossip []func()
+	for _, w := range backlog {
+		if w.group == kindGossip {
+			gossip = append(gossip, w.f)
 			continue
 		}
-		f()
+		c.World.After(0, func() { n.run("", w.f) })
+	}
+	if len(gossip) > 0 {
+		c.World.After(0, func() {
+			for i, f := range gossip {
+				if n.paused {
+					for _, g := range gossip[i:] {
+						n.backlog = append(n.backlog, waiting{group: kindGossip, f: g})
+					}
+					return
+				}
+				f()
+			}
+		})
 	}
 }
 

@@ -407,3 +407,18 @@ func (m *manager) answered(r managerReply) {
 	}
 	m.step(singleton.InResult{Gen: p.s.Gen, Op: p.s.Op, To: p.s.To, Said: r.said, Err: err})
 }
+
+// Singleton reports whether an instance of the singleton exists on the
+// node's member (starting, running or stopping, as the real manager's
+// status counts it), and the running one's identity.
+func (n *Node) Singleton() (running bool, instance *protocol.SingletonInstance) {
+	if n.inc == nil || n.inc.mgr.inst == nil {
+		return false, nil
+	}
+	in := n.inc.mgr.inst
+	if in.live {
+		h := in.host
+		return true, &h
+	}
+	return true, nil
+}

@@ -1,0 +1,764 @@
+package run
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/shardtest/shardtest/history"
+	"github.com/shardtest/shardtest/impl/node"
+	"github.com/shardtest/shardtest/impl/persistence"
+	"github.com/shardtest/shardtest/nemesis"
+	"github.com/shardtest/shardtest/protocol"
+	"github.com/shardtest/shardtest/protocol/client"
+	"github.com/shardtest/shardtest/protocol/kit"
+	"github.com/shardtest/shardtest/sim"
+	"github.com/shardtest/shardtest/sim/nodes"
+	"github.com/shardtest/shardtest/workloads"
+)
+
+// Sim is the deterministic simulation runtime (--runtime sim): the journal
+// and the reference nodes in this process (sim/nodes: the node's own state
+// machines over a virtual network), in virtual time, one seeded scheduler
+// deciding every interleaving. The workload's clients are the workload's
+// own Invoke over the protocol client, whose transport carries each
+// request to a node's protocol handler (the kit's) in virtual time; the
+// faults are the nemesis's own, acting on the simulated network and
+// processes. The run writes the same history and node events as a real
+// one, checked by the same checkers; the same options and seed write the
+// same bytes.
+//
+// So far the simulated node runs membership and the ID generator
+// singleton: the idgen workload; register, append and deliver need the
+// sharding machines in simulation. Clock faults and adding nodes are not
+// simulated.
+type Sim struct{}
+
+// Name implements Runtime.
+func (Sim) Name() string { return "sim" }
+
+// Features implements Runtime: a simulated filter drops any direction and
+// loses packets at random; processes are killed and paused.
+func (Sim) Features() []string {
+	return []string{nemesis.FeatureKernelFilter, nemesis.FeatureKill, nemesis.FeaturePause}
+}
+
+// Start implements Runtime; a simulation runs the whole test itself (Test
+// runs it through simulate), so there is no cluster to start.
+func (Sim) Start(context.Context, string, int, string) (Cluster, error) {
+	return nil, errors.New("the sim runtime runs the test itself: use Test.Run")
+}
+
+// SimWorkloads are the workloads the simulation can run so far.
+func SimWorkloads() []string { return []string{"idgen"} }
+
+// simBugs are the deliberate bugs the simulated node has.
+func simBugs() []string { return []string{node.BugSingletonNoFencing} }
+
+// checkSim refuses what the simulation cannot run, before any side effect.
+func checkSim(o Options) error {
+	if !slices.Contains(SimWorkloads(), o.Workload) {
+		return fmt.Errorf("%w: the sim runtime simulates the %s workload so far (register, append and deliver need the sharding machines in simulation)",
+			ErrUnsupported, strings.Join(SimWorkloads(), ", "))
+	}
+	if o.Image != "" {
+		return fmt.Errorf("%w: the sim runtime simulates the reference node; --image is for --runtime docker", ErrUnsupported)
+	}
+	if len(o.NodeSettings) > 0 {
+		return fmt.Errorf("%w: the sim runtime does not take node settings yet", ErrUnsupported)
+	}
+	if _, err := simNodeArgs(o.NodeArgs); err != nil {
+		return err
+	}
+	return nil
+}
+
+// simNodeArgs reads the node arguments the simulated node takes: --bugs.
+func simNodeArgs(args []string) (nodes.Config, error) {
+	var cfg nodes.Config
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		val, hasVal := "", false
+		if k, v, ok := strings.Cut(a, "="); ok {
+			a, val, hasVal = k, v, true
+		}
+		if a != "--bugs" {
+			return cfg, fmt.Errorf("%w: the sim runtime takes no node argument %s (only --bugs)", ErrUnsupported, a)
+		}
+		if !hasVal {
+			if i+1 >= len(args) {
+				return cfg, errors.New("--bugs needs a value")
+			}
+			i++
+			val = args[i]
+		}
+		for _, b := range strings.Split(val, ",") {
+			switch {
+			case b == node.BugSingletonNoFencing:
+				cfg.NoFencing = true
+			case b == "":
+			default:
+				return cfg, fmt.Errorf("%w: the simulated node has the deliberate bugs %s, not %s", ErrUnsupported, strings.Join(simBugs(), ", "), b)
+			}
+		}
+	}
+	return cfg, nil
+}
+
+// Simulation timing.
+const (
+	// simStartEvery: the runtimes start the nodes one after another.
+	simStartEvery = 100 * time.Millisecond
+	// simFormTimeout bounds the warm-up: the cluster forms by then.
+	simFormTimeout = 60 * time.Second
+	// simLinkDelay and simLinkJitter: a client's request to a node, and
+	// its reply, each take this plus a random part of the jitter.
+	simLinkDelay  = 200 * time.Microsecond
+	simLinkJitter = 300 * time.Microsecond
+)
+
+// simEpoch is when a simulated run starts by the wall clock, for the
+// history's header and the events' Time: fixed, so that a seed writes the
+// same bytes.
+func simEpoch() time.Time { return time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC) }
+
+// simulate runs the test in simulation and writes its history and node
+// events into dir; it returns the options with the capabilities the
+// simulated node declares.
+func (Sim) simulate(ctx context.Context, t *Test, o Options, dir string) (Options, error) {
+	base, err := simNodeArgs(o.NodeArgs)
+	if err != nil {
+		return o, err
+	}
+	jdir, err := os.MkdirTemp("", "shardtest-sim-journal-")
+	if err != nil {
+		return o, fmt.Errorf("sim: journal: %w", err)
+	}
+	defer os.RemoveAll(jdir)
+	j, err := persistence.Open(filepath.Join(jdir, "journal.db"), persistence.StoreOptions{NoSync: true})
+	if err != nil {
+		return o, fmt.Errorf("sim: journal: %w", err)
+	}
+	defer j.Close()
+	ew, err := history.CreateEvents(filepath.Join(dir, history.EventsFile))
+	if err != nil {
+		return o, err
+	}
+	defer ew.Close()
+	var werr error
+	cfg := base
+	cfg.Seed, cfg.Nodes, cfg.Journal, cfg.StartEvery = uint64(o.Seed), o.Nodes, j, simStartEvery
+	cfg.Events = func(e history.NodeEvent) {
+		if err := ew.Write(e); err != nil && werr == nil {
+			werr = err
+		}
+	}
+	c, err := nodes.New(cfg)
+	if err != nil {
+		return o, err
+	}
+	w := c.World
+	hw, err := history.CreateClocked(filepath.Join(dir, history.HistoryFile), o.Name, simEpoch(), func() int64 { return int64(w.Now()) })
+	if err != nil {
+		return o, err
+	}
+	defer hw.Close()
+	s := &simRun{t: t, o: o, c: c, w: w, hw: hw, kits: map[string]http.Handler{}}
+	for _, n := range c.Nodes() {
+		s.kits[n.Name] = s.kitNode(n).Handler()
+	}
+	kn := s.kitNode(c.Nodes()[0])
+	caps := protocol.Capabilities{Protocol: protocol.Version, Implementation: kn.Implementation,
+		Capabilities: kn.Capabilities(), Singletons: kn.Singletons}
+	// The simulation writes the node events itself, as the harness would
+	// have recorded them.
+	caps.Capabilities = append(caps.Capabilities, protocol.CapEvents)
+	slices.Sort(caps.Capabilities)
+	o.Capabilities = caps.Capabilities
+	s.o = o
+	if err := writeJSON(filepath.Join(dir, "test.json"), o); err != nil {
+		return o, err
+	}
+	if err := s.run(ctx, caps); err != nil {
+		return o, err
+	}
+	if werr != nil {
+		return o, werr
+	}
+	if err := ew.Close(); err != nil {
+		return o, err
+	}
+	return o, hw.Close()
+}
+
+// simRun is one simulated run in progress.
+type simRun struct {
+	t    *Test
+	o    Options
+	c    *nodes.Cluster
+	w    *sim.World
+	hw   *history.Writer
+	kits map[string]http.Handler
+	// procs: every coroutine started, to stop them in the end.
+	procs []*simProc
+}
+
+// phase records a phase entry.
+func (s *simRun) phase(name string, value []byte) {
+	s.hw.Write(history.Op{Kind: history.Phase, Process: -1, F: name, Value: value})
+}
+
+// run drives the phases in virtual time.
+func (s *simRun) run(ctx context.Context, caps protocol.Capabilities) error {
+	defer func() {
+		for _, p := range s.procs {
+			p.co.Stop()
+		}
+	}()
+	o, c, w := s.o, s.c, s.w
+	s.phase(history.PhaseWarmUp, nil)
+	if !s.runUntil(ctx, w.Now()+simFormTimeout, func() bool { return c.Converged() && allUp(c) }) {
+		return fmt.Errorf("sim: the simulated cluster did not form within %v of virtual time", simFormTimeout)
+	}
+	nem, err := s.t.nemesis(simCluster{s}, caps, s.hw, s.now)
+	if err != nil {
+		return err
+	}
+	s.phase(history.PhaseMain, nil)
+	mainStart := w.Now()
+	end := mainStart + o.TimeLimit
+	touched := map[string]bool{}
+	var workers []*simProc
+	slots := &simSlots{rate: o.Rate, next: mainStart}
+	wopts := workloads.Options{Entities: o.Entities, Skew: o.Skew, Concurrency: o.Concurrency, PerEntity: o.PerEntity,
+		Tell: caps.Has(protocol.CapTell)}
+	for k := range o.Concurrency {
+		p := s.spawn(func(p *simProc) {
+			gen := s.t.Workload.Generator(o.Seed, k, wopts)
+			for i := 0; w.Now() < end; i++ {
+				if !p.sleepUntil(slots.take(w.Now())) || w.Now() >= end {
+					return
+				}
+				op := gen()
+				n := c.Nodes()[(k+i)%len(c.Nodes())]
+				kind, ok := s.perform(p, k, n.Name, op)
+				if !ok {
+					return
+				}
+				touched[op.Entity] = true
+				if kind != history.OK && !p.sleep(errorBackoff) {
+					return
+				}
+			}
+		})
+		workers = append(workers, p)
+	}
+	var nemDone *simProc
+	if nem != nil {
+		nemDone = s.spawn(func(p *simProc) {
+			nem.Env.Clock, nem.Env.Sequential = p, true
+			nem.Env.Client = func(n nemesis.Node) *client.Client { return s.client(n.Name) }
+			nem.Run(p.context(), s.now(), o.plan(nemesis.Names(nem.Faults)))
+		})
+	}
+	all := func() bool {
+		for _, p := range workers {
+			if !p.co.Done() {
+				return false
+			}
+		}
+		return nemDone == nil || nemDone.co.Done()
+	}
+	// The workers stop at the end of the main phase; what is in flight
+	// then completes or times out.
+	if !s.runUntil(ctx, end+o.OpTimeout+time.Minute, all) {
+		return fmt.Errorf("sim: the main phase did not end")
+	}
+	var recovery []byte
+	if nem != nil {
+		s.phase(history.PhaseRecovery, nil)
+		healed := w.Now()
+		conv := s.runUntil(ctx, healed+RecoveryTimeout, func() bool { return c.Converged() && allUp(c) })
+		r := history.Recovery{Converged: conv, Waited: int64(w.Now() - healed)}
+		if !conv {
+			r.Why = "the simulated cluster did not converge"
+		} else {
+			s.runUntil(ctx, healed+RecoverySettle, func() bool { return false })
+		}
+		recovery, _ = json.Marshal(r)
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	s.phase(history.PhaseFinal, recovery)
+	var keys []string
+	for e := range touched {
+		if e != "" {
+			keys = append(keys, e)
+		}
+	}
+	slices.Sort(keys)
+	s.final(ctx, s.t.Workload.Final(keys))
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	s.phase(history.PhaseEnd, nil)
+	return nil
+}
+
+// final reads back what was touched, as Test.final does: waves of one kind
+// of operation, each on processes of their own, retried on the next node.
+func (s *simRun) final(ctx context.Context, ops []workloads.Op) {
+	o := s.o
+	for start := 0; start < len(ops); {
+		end := start + 1
+		for end < len(ops) && ops[end].F == ops[start].F {
+			end++
+		}
+		var procs []*simProc
+		for i := start; i < end; i++ {
+			process := o.Concurrency + (i-start)%max(o.Concurrency, 1)
+			procs = append(procs, s.spawn(func(p *simProc) {
+				timeouts := 0
+				for attempt := range finalAttempts {
+					n := s.c.Nodes()[(i+attempt)%len(s.c.Nodes())]
+					kind, ok := s.perform(p, process, n.Name, ops[i])
+					if !ok || kind == history.OK {
+						return
+					}
+					if kind == history.Info {
+						if timeouts++; timeouts >= finalTimeouts {
+							return
+						}
+					}
+					if !p.sleep(200 * time.Millisecond) {
+						return
+					}
+				}
+			}))
+		}
+		s.runUntil(ctx, s.w.Now()+time.Duration(finalAttempts)*(o.OpTimeout+time.Second), func() bool {
+			for _, p := range procs {
+				if !p.co.Done() {
+					return false
+				}
+			}
+			return true
+		})
+		start = end
+	}
+}
+
+// perform records an invocation, performs it through the workload's own
+// Invoke and records its completion; ok is false if the run is ending.
+func (s *simRun) perform(p *simProc, process int, nodeName string, op workloads.Op) (kind string, ok bool) {
+	s.hw.Write(history.Op{Kind: history.Invoke, Process: process, F: op.F, Entity: op.Entity, Node: nodeName, Value: op.Value})
+	p.startOp(s.o.OpTimeout)
+	result, reply, err := s.t.Workload.Invoke(p.context(), s.client(nodeName), op)
+	if p.stopped {
+		return "", false
+	}
+	done := completion(process, op, nodeName, result, reply, err)
+	s.hw.Write(done)
+	return done.Kind, true
+}
+
+// runUntil runs the world until cond holds (checked after every event),
+// the world runs out of events or time limit passes; it reports whether
+// cond held.
+func (s *simRun) runUntil(ctx context.Context, limit time.Duration, cond func() bool) bool {
+	for n := 0; ; n++ {
+		if cond() {
+			return true
+		}
+		if n%1024 == 0 && ctx.Err() != nil {
+			return false
+		}
+		next, ok := s.w.Next()
+		if !ok || next > limit {
+			s.w.RunUntil(limit)
+			return cond()
+		}
+		s.w.Step()
+	}
+}
+
+func (s *simRun) now() time.Time { return simEpoch().Add(s.w.Now()) }
+
+// spawn starts f as a coroutine of the world, now.
+func (s *simRun) spawn(f func(p *simProc)) *simProc {
+	p := &simProc{w: s.w}
+	p.co = sim.Go(func(co *sim.Co) { f(p) })
+	s.procs = append(s.procs, p)
+	s.w.At(s.w.Now(), p.co.Resume)
+	return p
+}
+
+// client is a protocol client of node name over the simulated transport.
+func (s *simRun) client(name string) *client.Client {
+	return client.New(name+":8080", &http.Client{Transport: simTransport{s}})
+}
+
+// allUp: every node's process runs and its member is Up.
+func allUp(c *nodes.Cluster) bool {
+	for _, n := range c.Nodes() {
+		if n.Status() != "up" {
+			return false
+		}
+	}
+	return true
+}
+
+// simSlots spaces the workers' operations at the run's rate (0: none).
+type simSlots struct {
+	rate float64
+	next time.Duration
+}
+
+// take returns when the next operation may start, at now at the earliest.
+func (r *simSlots) take(now time.Duration) time.Duration {
+	if r.rate <= 0 {
+		return now
+	}
+	at := max(now, r.next)
+	r.next = at + time.Duration(float64(time.Second)/r.rate)
+	return at
+}
+
+// simProc is a coroutine of the simulation (a client worker, the
+// nemesis): it waits in virtual time and for the simulated nodes.
+type simProc struct {
+	w  *sim.World
+	co *sim.Co
+	// token names the wait in progress (0: none): only the event that
+	// ends that wait resumes the coroutine.
+	token, waiting uint64
+	// timedOut: the operation in progress passed its timeout; op counts
+	// operations, so that a timeout only hits its own.
+	timedOut bool
+	op       uint64
+	stopped  bool
+}
+
+type procKey struct{}
+
+func (p *simProc) context() context.Context {
+	return context.WithValue(context.Background(), procKey{}, p)
+}
+
+func procOf(ctx context.Context) *simProc {
+	p, _ := ctx.Value(procKey{}).(*simProc)
+	return p
+}
+
+// waker starts a wait: the function it returns ends it (through an event
+// of the world, never from inside the coroutine), once.
+func (p *simProc) waker() func() {
+	p.token++
+	t := p.token
+	p.waiting = t
+	return func() {
+		p.w.After(0, func() {
+			if p.waiting == t {
+				p.waiting = 0
+				p.co.Resume()
+			}
+		})
+	}
+}
+
+// park waits for the wait started by waker; false: the run is ending.
+func (p *simProc) park() bool {
+	if !p.co.Park() {
+		p.stopped = true
+		return false
+	}
+	return true
+}
+
+// sleep waits d of virtual time.
+func (p *simProc) sleep(d time.Duration) bool {
+	wake := p.waker()
+	p.w.After(d, wake)
+	return p.park()
+}
+
+func (p *simProc) sleepUntil(t time.Duration) bool {
+	if t <= p.w.Now() {
+		return true
+	}
+	return p.sleep(t - p.w.Now())
+}
+
+// startOp starts an operation that times out after d.
+func (p *simProc) startOp(d time.Duration) {
+	p.op++
+	p.timedOut = false
+	op := p.op
+	p.w.After(d, func() {
+		if p.op == op && !p.timedOut {
+			p.timedOut = true
+			if p.waiting != 0 {
+				p.waiting = 0
+				p.co.Resume()
+			}
+		}
+	})
+}
+
+// Now and Sleep make a simProc the nemesis's clock.
+func (p *simProc) Now() time.Time { return simEpoch().Add(p.w.Now()) }
+
+func (p *simProc) Sleep(ctx context.Context, d time.Duration) error {
+	if !p.sleep(d) {
+		return context.Canceled
+	}
+	return nil
+}
+
+// simTransport carries a protocol request to a simulated node's handler:
+// to the node (a link's delay; refused if its process is not running, held
+// while it is paused), through its kit handler, and back.
+type simTransport struct{ s *simRun }
+
+var errTimeout = fmt.Errorf("simulated request: %w", context.DeadlineExceeded)
+
+func (tr simTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	s := tr.s
+	p := procOf(req.Context())
+	if p == nil {
+		return nil, errors.New("sim: a request outside the simulation's processes")
+	}
+	name, _, _ := strings.Cut(req.URL.Host, ":")
+	n := s.c.Node(name)
+	h := s.kits[name]
+	if n == nil || h == nil || !n.Running() {
+		return nil, &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
+	}
+	wake := p.waker()
+	s.w.After(s.linkDelay(), func() {
+		if !n.Do(wake) {
+			wake() // it died on the way: the connection resets
+		}
+	})
+	if !p.park() {
+		return nil, context.Canceled
+	}
+	if p.timedOut {
+		return nil, errTimeout
+	}
+	if !n.Running() {
+		return nil, &net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	if p.stopped {
+		return nil, context.Canceled
+	}
+	if p.timedOut {
+		return nil, errTimeout
+	}
+	if !p.sleep(s.linkDelay()) {
+		return nil, context.Canceled
+	}
+	if p.timedOut {
+		return nil, errTimeout
+	}
+	return rec.Result(), nil
+}
+
+func (s *simRun) linkDelay() time.Duration {
+	return simLinkDelay + time.Duration(s.w.Rand().Int64N(int64(simLinkJitter)))
+}
+
+// kitNode is node n's protocol handler: the kit, as the reference node
+// uses it, over the simulated node.
+func (s *simRun) kitNode(n *nodes.Node) *kit.Node {
+	return &kit.Node{
+		Implementation: node.Implementation,
+		Name:           n.Name,
+		Incarnation: func() string {
+			if m, ok := n.Member(); ok {
+				return m.Incarnation
+			}
+			return ""
+		},
+		View: func() kit.View {
+			snap, ok := n.Snapshot()
+			if !ok {
+				return kit.View{Self: protocol.Member{Name: n.Name, Status: protocol.StatusJoining}}
+			}
+			return node.ViewOf(snap, "")
+		},
+		Age:        true,
+		SelfStatus: func() string { return string(n.Status()) },
+		NextID: func(ctx context.Context) (protocol.NextID, error) {
+			p := procOf(ctx)
+			var res json.RawMessage
+			var err error
+			answered := false
+			wake := p.waker()
+			s.c.NextID(n.Name, func(r json.RawMessage, e error) {
+				if !answered {
+					answered, res, err = true, r, e
+					wake()
+				}
+			})
+			if !p.park() || p.timedOut || !answered {
+				return protocol.NextID{}, kit.Errorf(protocol.CodeUnknownOutcome, "no answer before the client's timeout")
+			}
+			return node.NextIDReply(res, err)
+		},
+		Singletons: []string{nodes.SingletonName},
+		SingletonStatus: func() []protocol.SingletonStatus {
+			if !n.Running() {
+				return nil
+			}
+			running, host := n.Singleton()
+			st := protocol.SingletonStatus{Name: nodes.SingletonName, Running: running}
+			if host != nil {
+				st.Instance = host.String()
+			}
+			return []protocol.SingletonStatus{st}
+		},
+		// The simulation bounds requests itself, in virtual time.
+		RequestTimeout: 24 * time.Hour,
+	}
+}
+
+// simCluster is the simulated cluster as the nemesis reaches it.
+type simCluster struct{ s *simRun }
+
+func (sc simCluster) Nodes() []Node {
+	var out []Node
+	for _, n := range sc.s.c.Nodes() {
+		out = append(out, Node{Name: n.Name, HTTPAddr: n.Name + ":8080"})
+	}
+	return out
+}
+
+func (simCluster) Stop(context.Context, string) error { return nil }
+
+func (sc simCluster) Nemesis() nemesis.Cluster { return simFaults{sc.s, map[string]nemesis.Rules{}} }
+
+// simFaults performs the nemesis's actions on the simulation.
+type simFaults struct {
+	s     *simRun
+	rules map[string]nemesis.Rules
+}
+
+func (simFaults) Runtime() string       { return "sim" }
+func (simFaults) Features() []string    { return Sim{}.Features() }
+func (simFaults) Journal() nemesis.Node { return nemesis.Node{Name: "journal", Addr: "journal"} }
+
+func (f simFaults) Nodes() []nemesis.Node {
+	var out []nemesis.Node
+	for _, n := range f.s.c.Nodes() {
+		out = append(out, nemesis.Node{Name: n.Name, HTTPAddr: n.Name + ":8080", Addr: n.Name + ":7946"})
+	}
+	return out
+}
+
+// SetRules replaces a node's filter; the network is rebuilt from every
+// node's rules.
+func (f simFaults) SetRules(_ context.Context, name string, r nemesis.Rules) error {
+	if f.s.c.Node(name) == nil {
+		return fmt.Errorf("no node %s", name)
+	}
+	if r.Empty() {
+		delete(f.rules, name)
+	} else {
+		f.rules[name] = r
+	}
+	c := f.s.c
+	c.Net.HealAll()
+	for _, n := range c.Nodes() {
+		c.CutJournal(n.Name, false)
+	}
+	for _, name := range slices.Sorted(mapKeys(f.rules)) {
+		r := f.rules[name]
+		self := name + ":7946"
+		for _, a := range r.DropIn {
+			if a == "journal" {
+				c.CutJournal(name, true)
+				continue
+			}
+			c.Net.Cut(a, self)
+		}
+		for _, a := range r.DropOut {
+			if a == "journal" {
+				c.CutJournal(name, true)
+				continue
+			}
+			c.Net.Cut(self, a)
+		}
+		if r.LossPercent > 0 {
+			for _, a := range r.LossPeers {
+				for _, dir := range [][2]string{{self, a}, {a, self}} {
+					l := c.Net.Link(dir[0], dir[1])
+					l.Loss = float64(r.LossPercent) / 100
+					c.Net.SetLink(dir[0], dir[1], l)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+func (f simFaults) Kill(_ context.Context, name string) error {
+	f.s.c.Kill(name)
+	return nil
+}
+
+// Start starts a new process and waits (in virtual time) until it is up.
+func (f simFaults) Start(ctx context.Context, name string) error {
+	f.s.c.Start(name)
+	p := procOf(ctx)
+	for range 300 {
+		if f.s.c.Node(name).Status() == "up" {
+			return nil
+		}
+		if p == nil || !p.sleep(100*time.Millisecond) {
+			break
+		}
+	}
+	return fmt.Errorf("%s did not come up within 30 s", name)
+}
+
+func (f simFaults) Pause(_ context.Context, name string) error {
+	f.s.c.Pause(name)
+	return nil
+}
+
+func (f simFaults) Resume(_ context.Context, name string) error {
+	f.s.c.Resume(name)
+	return nil
+}
+
+func (simFaults) AddNode(context.Context) (nemesis.Node, error) {
+	return nemesis.Node{}, fmt.Errorf("%w: adding nodes is not simulated yet", nemesis.ErrUnsupported)
+}
+
+func (simFaults) RemoveNode(context.Context, string) error {
+	return fmt.Errorf("%w: removing nodes is not simulated yet", nemesis.ErrUnsupported)
+}
+
+func mapKeys[V any](m map[string]V) func(func(string) bool) {
+	return func(yield func(string) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}

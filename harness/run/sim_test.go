@@ -1,0 +1,95 @@
+package run
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/shardtest/shardtest/checker"
+	"github.com/shardtest/shardtest/history"
+	"github.com/shardtest/shardtest/workloads"
+)
+
+func simOptions(name string) Options {
+	o := options(name)
+	o.Runtime, o.Workload, o.TimeLimit, o.Concurrency = "sim", "idgen", 40*time.Second, 8
+	o.Nemesis, o.NemesisInterval = "partition,kill,pause", 5*time.Second
+	return o
+}
+
+// TestSimSameSeedSameBytes: a faulty simulated run of the reference node
+// is valid, and its options and seed write the same history and node
+// events, byte for byte, each time; another seed writes others.
+func TestSimSameSeedSameBytes(t *testing.T) {
+	run := func(seed int64) (hist, events []byte, res Result) {
+		o := simOptions("sim-same")
+		o.Seed = seed
+		test := &Test{Options: o, Runtime: Sim{}, Workload: workloads.IDGen{}, Log: quiet()}
+		res, err := test.Run(context.Background(), t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		hist, err = os.ReadFile(filepath.Join(res.Dir, history.HistoryFile))
+		if err != nil {
+			t.Fatal(err)
+		}
+		events, err = os.ReadFile(filepath.Join(res.Dir, history.EventsFile))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return hist, events, res
+	}
+	h1, e1, res := run(3)
+	if res.Verdict != checker.Valid {
+		t.Fatalf("verdict %s, want valid: %+v", res.Verdict, res.Checks)
+	}
+	if res.Summary.Nemesis < 2 || res.Summary.OK < 1000 {
+		t.Fatalf("the run did too little to show anything: %+v", res.Summary)
+	}
+	h2, e2, _ := run(3)
+	if !bytes.Equal(h1, h2) || !bytes.Equal(e1, e2) {
+		t.Fatalf("one seed, two histories (%d vs %d bytes) or event logs (%d vs %d bytes)", len(h1), len(h2), len(e1), len(e2))
+	}
+	if h3, _, _ := run(4); bytes.Equal(h1, h3) {
+		t.Fatal("two seeds wrote the same history")
+	}
+}
+
+// TestSimRefusesWhatItCannotRun: a workload the simulation does not cover
+// yet, a node argument it does not take, an image, are refused before any
+// side effect, as unsupported.
+func TestSimRefusesWhatItCannotRun(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		edit func(o *Options)
+	}{
+		{"register", func(o *Options) { o.Workload = "register" }},
+		{"node-arg", func(o *Options) { o.NodeArgs = []string{"--stable-after=1s"} }},
+		{"bug", func(o *Options) { o.NodeArgs = []string{"--bugs=drop-passivation-buffer"} }},
+		{"image", func(o *Options) { o.Image = "someone/else:1" }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := simOptions("sim-refuse")
+			tc.edit(&o)
+			w, err := workloads.Named(o.Workload)
+			if err != nil {
+				t.Fatal(err)
+			}
+			root := t.TempDir()
+			test := &Test{Options: o, Runtime: Sim{}, Workload: w, Log: quiet()}
+			if _, err := test.Run(context.Background(), root); !errors.Is(err, ErrUnsupported) {
+				t.Fatalf("err %v, want unsupported", err)
+			}
+			if _, err := NewRuntime(o, RuntimeConfig{}); !errors.Is(err, ErrUnsupported) {
+				t.Fatalf("NewRuntime: err %v, want unsupported", err)
+			}
+			if ents, _ := os.ReadDir(root); len(ents) > 0 {
+				t.Fatalf("a refused run left %d entries in the results store", len(ents))
+			}
+		})
+	}
+}
