@@ -95,7 +95,11 @@ accused the correct node in any, 3 if a run could not run.`,
 				}
 			}
 			if len(skipped) > 0 {
-				fmt.Fprintf(out, "\ncases not run (they need --runtime docker): %s\n", strings.Join(skipped, ", "))
+				why := "they need --runtime docker"
+				if cfg.Runtime == "sim" {
+					why = "not simulated yet: each skipped run says why"
+				}
+				fmt.Fprintf(out, "\ncases not run (%s): %s\n", why, strings.Join(skipped, ", "))
 			}
 			if missing := scenario.MissingBugs(scenario.Catalog(), node.KnownBugs()); len(missing) > 0 {
 				fmt.Fprintf(out, "\nbugs with no case yet: %s\n", strings.Join(missing, ", "))

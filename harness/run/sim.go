@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -16,6 +18,7 @@ import (
 	"time"
 
 	"github.com/shardtest/shardtest/history"
+	"github.com/shardtest/shardtest/impl/cluster"
 	"github.com/shardtest/shardtest/impl/node"
 	"github.com/shardtest/shardtest/impl/persistence"
 	"github.com/shardtest/shardtest/nemesis"
@@ -63,7 +66,9 @@ func (Sim) Start(context.Context, string, int, string) (Cluster, error) {
 func SimWorkloads() []string { return []string{"idgen"} }
 
 // simBugs are the deliberate bugs the simulated node has.
-func simBugs() []string { return []string{node.BugSingletonNoFencing} }
+func simBugs() []string {
+	return []string{node.BugSingletonNoFencing, node.BugAutoDown, node.BugBlindToOneWay}
+}
 
 // checkSim refuses what the simulation cannot run, before any side effect.
 func checkSim(o Options) error {
@@ -83,34 +88,51 @@ func checkSim(o Options) error {
 	return nil
 }
 
-// simNodeArgs reads the node arguments the simulated node takes: --bugs.
+// simNodeArgs reads the node arguments the simulated node takes (the
+// reference node's flags of the same names): --bugs, --downing,
+// --stable-after, --auto-down-after, --down-removal-margin.
 func simNodeArgs(args []string) (nodes.Config, error) {
 	var cfg nodes.Config
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		val, hasVal := "", false
-		if k, v, ok := strings.Cut(a, "="); ok {
-			a, val, hasVal = k, v, true
+	fs := flag.NewFlagSet("node", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	bugs := fs.String("bugs", "", "")
+	fs.StringVar(&cfg.Downing.Strategy, "downing", "", "")
+	fs.DurationVar(&cfg.Downing.StableAfter, "stable-after", 0, "")
+	fs.DurationVar(&cfg.Downing.AutoDownAfter, "auto-down-after", 0, "")
+	fs.DurationVar(&cfg.DownRemovalMargin, "down-removal-margin", 0, "")
+	if err := fs.Parse(args); err != nil {
+		return cfg, fmt.Errorf("%w: the sim runtime takes the node arguments --bugs, --downing, --stable-after, --auto-down-after and --down-removal-margin: %w", ErrUnsupported, err)
+	}
+	if fs.NArg() > 0 {
+		return cfg, fmt.Errorf("%w: the sim runtime takes no node argument %q", ErrUnsupported, fs.Arg(0))
+	}
+	autoDown := false
+	for _, b := range strings.Split(*bugs, ",") {
+		switch b {
+		case "":
+		case node.BugSingletonNoFencing:
+			cfg.NoFencing = true
+		case node.BugBlindToOneWay:
+			cfg.BlindToOneWay = true
+		case node.BugAutoDown:
+			autoDown = true
+		default:
+			return cfg, fmt.Errorf("%w: the simulated node has the deliberate bugs %s, not %s", ErrUnsupported, strings.Join(simBugs(), ", "), b)
 		}
-		if a != "--bugs" {
-			return cfg, fmt.Errorf("%w: the sim runtime takes no node argument %s (only --bugs)", ErrUnsupported, a)
+	}
+	// As the reference node: auto-down only with its bug, which also
+	// turns it on.
+	switch {
+	case autoDown:
+		cfg.Downing.Strategy, cfg.Downing.AllowUnsafeAutoDown = cluster.AutoDown, true
+		if cfg.Downing.StableAfter <= 0 {
+			cfg.Downing.StableAfter = 5 * time.Second
 		}
-		if !hasVal {
-			if i+1 >= len(args) {
-				return cfg, errors.New("--bugs needs a value")
-			}
-			i++
-			val = args[i]
+		if cfg.Downing.AutoDownAfter <= 0 {
+			cfg.Downing.AutoDownAfter = cfg.Downing.StableAfter
 		}
-		for _, b := range strings.Split(val, ",") {
-			switch {
-			case b == node.BugSingletonNoFencing:
-				cfg.NoFencing = true
-			case b == "":
-			default:
-				return cfg, fmt.Errorf("%w: the simulated node has the deliberate bugs %s, not %s", ErrUnsupported, strings.Join(simBugs(), ", "), b)
-			}
-		}
+	case cfg.Downing.Strategy == cluster.AutoDown:
+		return cfg, fmt.Errorf("downing strategy auto-down causes split brain; it is a deliberate bug: enable it with --bugs %s", node.BugAutoDown)
 	}
 	return cfg, nil
 }
@@ -140,7 +162,13 @@ func (Sim) simulate(ctx context.Context, t *Test, o Options, dir string) (Option
 	if err != nil {
 		return o, err
 	}
-	jdir, err := os.MkdirTemp("", "shardtest-sim-journal-")
+	// The journal's file is the simulation's scratch: in memory where the
+	// machine has a tmpfs.
+	tmp := ""
+	if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
+		tmp = "/dev/shm"
+	}
+	jdir, err := os.MkdirTemp(tmp, "shardtest-sim-journal-")
 	if err != nil {
 		return o, fmt.Errorf("sim: journal: %w", err)
 	}

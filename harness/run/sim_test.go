@@ -68,7 +68,7 @@ func TestSimRefusesWhatItCannotRun(t *testing.T) {
 		edit func(o *Options)
 	}{
 		{"register", func(o *Options) { o.Workload = "register" }},
-		{"node-arg", func(o *Options) { o.NodeArgs = []string{"--stable-after=1s"} }},
+		{"node-arg", func(o *Options) { o.NodeArgs = []string{"--heartbeat-interval=1s"} }},
 		{"bug", func(o *Options) { o.NodeArgs = []string{"--bugs=drop-passivation-buffer"} }},
 		{"image", func(o *Options) { o.Image = "someone/else:1" }},
 	} {

@@ -61,8 +61,9 @@ type Config struct {
 	RestartDelay      time.Duration // 1 s: a downed node's restart in process
 	LeaveTimeout      time.Duration // 30 s
 	RequestTimeout    time.Duration // 10 s: a client request's bound in the node
-	// NoFencing is the deliberate bug singleton-no-fencing.
-	NoFencing bool
+	// NoFencing and BlindToOneWay are the deliberate bugs
+	// singleton-no-fencing and blind-to-one-way.
+	NoFencing, BlindToOneWay bool
 
 	// Events, if set, receives every event a node logs, as the harness
 	// records it (Lo = Hi = the virtual time).
@@ -339,7 +340,7 @@ func (n *Node) startIncarnation() {
 		Seeds: c.seeds(), JoinOnly: n.restarted, Previous: n.prev,
 		SeedTimeout: c.cfg.SeedTimeout, FailureTimeout: c.cfg.FailureTimeout,
 		DownNoticeFor: 2*c.cfg.DownRemovalMargin + c.cfg.FailureTimeout,
-		MaxGone:       cluster.DefaultMaxGone, Downing: c.cfg.Downing,
+		MaxGone:       cluster.DefaultMaxGone, Downing: c.cfg.Downing, BlindToOneWay: c.cfg.BlindToOneWay,
 	}
 	inc := &incarnation{n: n, process: n.process, m: cluster.NewMembershipState(mcfg, self),
 		heard: map[string]time.Duration{}, pushing: map[string]bool{}}
