@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -153,6 +154,21 @@ const (
 // history's header and the events' Time: fixed, so that a seed writes the
 // same bytes.
 func simEpoch() time.Time { return time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC) }
+
+// Simulate runs o in simulation and writes its history and node events
+// (and test.json) into dir, without checking them: what a run costs in
+// simulation (shardtest bench sim). It returns the options with the
+// capabilities the simulated node declares.
+func Simulate(ctx context.Context, o Options, w workloads.Workload, dir string) (Options, error) {
+	if err := o.Validate(); err != nil {
+		return o, err
+	}
+	if err := checkSim(o); err != nil {
+		return o, err
+	}
+	t := &Test{Options: o, Runtime: Sim{}, Workload: w, Log: slog.New(slog.DiscardHandler)}
+	return Sim{}.simulate(ctx, t, o, dir)
+}
 
 // simulate runs the test in simulation and writes its history and node
 // events into dir; it returns the options with the capabilities the
