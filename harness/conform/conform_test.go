@@ -1,9 +1,11 @@
 package conform
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -195,6 +197,8 @@ func TestConformNamesTheBrokenRule(t *testing.T) {
 					json.NewEncoder(w).Encode(c)
 				})
 			}},
+		{name: "a front that decodes and re-encodes entity requests", broken: "lone-surrogates-refused",
+			wrap: func(_ int, h http.Handler) http.Handler { return reencoding(h) }},
 		{name: "a node that holds a request too long", broken: "answers-in-time",
 			wrap: func(i int, h http.Handler) http.Handler {
 				var once sync.Once
@@ -245,6 +249,29 @@ func alsoBreaks(broken, rule string) bool {
 		return rule == "errors-are-definite" || rule == "unknown-fields-refused" || rule == "non-object-bodies-refused"
 	}
 	return false
+}
+
+// reencoding hands h each entity request's body decoded and encoded again,
+// as a careless front would: a lone surrogate escape comes out as U+FFFD,
+// which the kit cannot tell from one sent as such. Bodies it cannot decode
+// pass as they are.
+func reencoding(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v1/entity" {
+			body, _ := io.ReadAll(r.Body)
+			dec := json.NewDecoder(bytes.NewReader(body))
+			dec.UseNumber() // register values stay exact
+			var v any
+			if dec.Decode(&v) == nil {
+				if again, err := json.Marshal(v); err == nil {
+					body = again
+				}
+			}
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			r.ContentLength = int64(len(body))
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 // headerless drops the served-by headers a handler sets.

@@ -76,6 +76,9 @@ func Rules() []Rule {
 		{Name: "entity-bad-requests", Section: secEntities, Needs: []string{protocol.CapSharding},
 			Doc:   "an unknown entity type, an unknown op, a malformed payload and an empty id are 400 bad-request, outcome fail (never unknown)",
 			check: checkEntityBadRequests},
+		{Name: "lone-surrogates-refused", Section: secConventions, Needs: []string{protocol.CapSharding},
+			Doc:   `an entity id with a lone surrogate escape ("\ud800", "\udfff") is 400 bad-request, outcome fail (decoded it is U+FFFD, and distinct ids would be one entity); a surrogate pair is accepted`,
+			check: checkLoneSurrogates},
 		{Name: "status-lists-entities", Section: secStatus, Needs: []string{protocol.CapSharding},
 			Doc:   "the status of the member that served an entity lists it in sharding[].region.shards[].entities[] with the entity_incarnation its replies carry",
 			check: checkStatusListsEntity},
@@ -706,6 +709,26 @@ func checkEntityBadRequests(ctx context.Context, s *session) error {
 		if err := s.expectError(ctx, 0, http.MethodPost, "/v1/entity", `{"type":"register","id":"conform-bad-payload","op":"write","payload":{"value":"x"}}`,
 			http.StatusBadRequest, protocol.CodeBadRequest); err != nil {
 			errs = append(errs, err.Error())
+		}
+	}
+	return joined(errs)
+}
+
+func checkLoneSurrogates(ctx context.Context, s *session) error {
+	typ := s.entityType()
+	var errs []string
+	for _, id := range []string{`conform-sur\ud800`, `conform-sur\udfff`, `conform-sur\udbff\u0041`} {
+		body := `{"type":"` + typ + `","id":"` + id + `","op":"read"}`
+		if err := s.expectError(ctx, 0, http.MethodPost, "/v1/entity", body, http.StatusBadRequest, protocol.CodeBadRequest); err != nil {
+			errs = append(errs, err.Error())
+		}
+	}
+	if typ == protocol.TypeRegister {
+		// A pair is one character (U+1F600): refusing it is refusing
+		// valid UTF-8.
+		body := `{"type":"register","id":"conform-sur\ud83d\ude00","op":"read"}`
+		if status, data, err := s.rawCall(ctx, 0, http.MethodPost, "/v1/entity", []byte(body)); err != nil || status != http.StatusOK {
+			errs = append(errs, fmt.Sprintf("POST /v1/entity %s: %d %.200s %v, want 200 (a surrogate pair is a character)", body, status, data, err))
 		}
 	}
 	return joined(errs)

@@ -59,6 +59,12 @@ func TestBadInputOnEveryEndpoint(t *testing.T) {
 		// Invalid UTF-8 was replaced by U+FFFD after decoding: two ids
 		// became one.
 		{"POST", "/v1/entity", "{\"type\":\"register\",\"id\":\"k\xff\",\"op\":\"read\"}", 400, "bad-request"},
+		// So were lone surrogate escapes: "k\ud800", "k\udfff" and
+		// "k\ufffd" were one entity (a write through one read back
+		// through the others), also inside the payload.
+		{"POST", "/v1/entity", `{"type":"register","id":"k\ud800","op":"write","payload":{"value":1}}`, 400, "bad-request"},
+		{"POST", "/v1/entity", `{"type":"register","id":"k\udfff","op":"read"}`, 400, "bad-request"},
+		{"POST", "/v1/entity", `{"type":"sender","id":"s","op":"send","payload":{"to":"t\udc00","client":"c","seq":1}}`, 400, "bad-request"},
 		// Unknown fields inside the payload were ignored.
 		{"POST", "/v1/entity", `{"type":"register","id":"k","op":"write","payload":{"value":1,"valeu":2}}`, 400, "bad-request"},
 		// A target no request could name was stored and redelivered
@@ -339,6 +345,10 @@ func TestPeerEndpointsAdmitOnlyMembers(t *testing.T) {
 		{"no target named", hostShard, `{"shard":"7"}`, with(peer.ToHeader, ""), 503, protocol.CodeWrongMember},
 		{"a body naming another sender", handOver, `{"from":"ghost@000000000000"}`, good, 403, protocol.CodePeerRefused},
 		{"another incarnation", hostShard, `{"shard":"7"}`, with(peer.ToHeader, "n1@earlier"), 503, protocol.CodeWrongMember},
+		// The peer port decodes as strictly: "7\ud800" would be taken
+		// for "7\ufffd", and an entity id for another.
+		{"a lone surrogate escape", hostShard, `{"shard":"7\ud800"}`, good, 400, protocol.CodeBadJSON},
+		{"a lone surrogate in a delivery", "/internal/v1/sharding/register/deliver", `{"entity_id":"k\udfff","op":"read"}`, good, 400, protocol.CodeBadJSON},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -352,6 +352,17 @@ func IsDefiniteFailure(err error) bool {
 	return errors.As(err, &re) && re.Body.Outcome == protocol.Fail
 }
 
+// Unmarshal decodes a peer request's body into v. It refuses a lone
+// surrogate escape as the public port does (protocol.CheckSurrogates):
+// decoded as U+FFFD, an entity id in a member's delivery would name
+// another entity than the one sent.
+func Unmarshal(body []byte, v any) error {
+	if err := protocol.CheckSurrogates(body); err != nil {
+		return err
+	}
+	return json.Unmarshal(body, v)
+}
+
 // WriteJSON writes v as a JSON answer with status; if v cannot be encoded
 // the answer is internal (a 500 with an unknown outcome).
 func WriteJSON(w http.ResponseWriter, status int, v any) {

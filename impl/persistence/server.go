@@ -163,6 +163,10 @@ func (s *server) decode(w http.ResponseWriter, r *http.Request, dst any) bool {
 		// distinct pids would become one.
 		err = errors.New("the body is not valid UTF-8")
 	}
+	if err == nil {
+		// A lone surrogate escape decodes to U+FFFD too.
+		err = protocol.CheckSurrogates(body)
+	}
 	if err != nil && !isTooLarge(err) {
 		s.writeError(w, r, protocol.CodeInvalid, "malformed request: "+err.Error())
 		return false

@@ -102,6 +102,11 @@ func TestServerBadRequests(t *testing.T) {
 		// Invalid UTF-8 in a pid was replaced by U+FFFD: distinct pids
 		// collided.
 		{"invalid UTF-8 pid", "POST", "/v1/append", strings.NewReader("{\"pid\":\"p\xff\",\"expected_seq\":0,\"events\":[\"eA==\"]}"), 400, protocol.CodeInvalid},
+		// So was a lone surrogate escape: "p\ud800", "p\udfff" and
+		// "p\ufffd" appended to one stream.
+		{"lone high surrogate pid", "POST", "/v1/append", strings.NewReader(`{"pid":"p\ud800","expected_seq":0,"events":["eA=="]}`), 400, protocol.CodeInvalid},
+		{"lone low surrogate pid", "POST", "/v1/append", strings.NewReader(`{"pid":"p\udfff","expected_seq":0,"events":["eA=="]}`), 400, protocol.CodeInvalid},
+		{"lone surrogate fence", "POST", "/v1/fence", strings.NewReader(`{"pid":"p\udbff"}`), 400, protocol.CodeInvalid},
 		{"trailing data", "POST", "/v1/append", strings.NewReader(`{"pid":"p","expected_seq":1,"events":["eA=="]} {}`), 400, protocol.CodeInvalid},
 		{"unknown field append", "POST", "/v1/append", strings.NewReader(`{"pid":"p","expected_seq":1,"events":["eA=="],"force":true}`), 400, protocol.CodeInvalid},
 		{"unknown field replay", "POST", "/v1/replay", strings.NewReader(`{"pid":"p","limit":3}`), 400, protocol.CodeInvalid},
@@ -157,6 +162,9 @@ func TestServerGoodRequests(t *testing.T) {
 		{"POST", "/v1/fence", `{"pid":"p","token":"t-1"}`, map[string]any{"epoch": 2.0, "highest": 3.0}},
 		{"POST", "/v1/fence", `{"pid":"p"}`, map[string]any{"epoch": 3.0, "highest": 3.0}},
 		{"POST", "/v1/highest", ` {"pid":"p"} `, map[string]any{"highest": 3.0}},
+		// A surrogate pair is one character (U+1F600), its own stream.
+		{"POST", "/v1/append", `{"pid":"p\ud83d\ude00","expected_seq":0,"events":["eA=="]}`, map[string]any{"last_seq": 1.0}},
+		{"POST", "/v1/highest", `{"pid":"p\ud83d\ude00"}`, map[string]any{"highest": 1.0}},
 	}
 	for _, st := range steps {
 		var body io.Reader

@@ -2,7 +2,6 @@ package sharding
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
@@ -138,7 +137,7 @@ func (rt *router) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	var sr ShardRequest
-	if err := json.Unmarshal(body, &sr); err != nil {
+	if err := peer.Unmarshal(body, &sr); err != nil {
 		peer.WriteError(w, protocol.CodeBadJSON, "malformed JSON: "+err.Error())
 		return
 	}
@@ -186,7 +185,7 @@ func (rt *router) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 
 func (r *Region) serveDeliver(w http.ResponseWriter, ctx context.Context, body []byte) {
 	var msg Message
-	if err := json.Unmarshal(body, &msg); err != nil {
+	if err := peer.Unmarshal(body, &msg); err != nil {
 		peer.WriteError(w, protocol.CodeBadJSON, "malformed JSON: "+err.Error())
 		return
 	}

@@ -108,7 +108,7 @@ func (m *Manager) serve(op string, w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var fb fromBody
-	if err := json.Unmarshal(body, &fb); err != nil {
+	if err := peer.Unmarshal(body, &fb); err != nil {
 		peer.WriteError(w, protocol.CodeBadJSON, "malformed JSON: "+err.Error())
 		return
 	}
@@ -142,7 +142,7 @@ func (m *Manager) serve(op string, w http.ResponseWriter, r *http.Request) {
 
 func (m *Manager) serveRequest(w http.ResponseWriter, r *http.Request, body []byte) {
 	var req Request
-	if err := json.Unmarshal(body, &req); err != nil {
+	if err := peer.Unmarshal(body, &req); err != nil {
 		peer.WriteError(w, protocol.CodeBadJSON, "malformed JSON: "+err.Error())
 		return
 	}

@@ -45,7 +45,10 @@
 //     first one gave instead of fencing the very writer that asked. The
 //     journal remembers each pid's last 16 tokens.
 //   - highest is the highest sequence number stored for pid (0: none).
-//   - pid is 1 to 1024 bytes of UTF-8.
+//   - pid is 1 to 1024 bytes of UTF-8. A request body with invalid UTF-8
+//     or a lone surrogate escape (\ud800 with no low half after it, or
+//     \udfff alone) is refused (invalid): decoded, both become U+FFFD, and
+//     distinct pids would append to one stream.
 //
 // Errors are protocol.ErrorBody, {"error": message, "code": code,
 // "outcome": "fail"|"unknown"}, with the codes, statuses and outcomes of
@@ -155,7 +158,9 @@ const (
 
 // ValidatePID rejects ids the journal cannot store faithfully. Ids must be
 // valid UTF-8 because the HTTP API carries them as JSON strings, which would
-// silently rewrite invalid bytes and store under a different id.
+// silently rewrite invalid bytes and store under a different id. (A lone
+// surrogate escape in the JSON is the server's to refuse, with
+// protocol.CheckSurrogates on the body: decoded, it is already U+FFFD.)
 func ValidatePID(pid string) error {
 	switch {
 	case pid == "":

@@ -22,7 +22,8 @@ const MaxBody = 64 << 10
 // empty body leaves v as it is (for requests whose parameters are all
 // optional); anything else must be one JSON object with no unknown field
 // and nothing after it. null, arrays, strings and numbers are refused, as
-// are bodies over MaxBody. The error is a bad-request *Error.
+// are bodies over MaxBody, invalid UTF-8 and lone surrogate escapes
+// (protocol.CheckSurrogates). The error is a bad-request *Error.
 func Decode(r *http.Request, v any) error {
 	data, err := io.ReadAll(io.LimitReader(r.Body, MaxBody+1))
 	if err != nil {
@@ -44,6 +45,10 @@ func DecodeJSON(data []byte, v any) error {
 		// The decoder would turn invalid bytes into U+FFFD, and two
 		// distinct ids would become one.
 		return Errorf(protocol.CodeBadRequest, "malformed request: the body is not valid UTF-8")
+	}
+	if err := protocol.CheckSurrogates(trimmed); err != nil {
+		// Decoded, a lone surrogate escape is U+FFFD too.
+		return Errorf(protocol.CodeBadRequest, "malformed request: %w", err)
 	}
 	if trimmed[0] != '{' {
 		what := "a JSON value"

@@ -19,7 +19,8 @@ import (
 
 func TestDecodeIsStrict(t *testing.T) {
 	type req struct {
-		A int `json:"a"`
+		A int    `json:"a"`
+		S string `json:"s"`
 	}
 	tests := []struct {
 		body string
@@ -39,6 +40,12 @@ func TestDecodeIsStrict(t *testing.T) {
 		{`{"a": "x"}`, false, 0},
 		{`{"a": 1`, false, 0},
 		{`{"a":` + strings.Repeat(" ", MaxBody) + `1}`, false, 0},
+		// A lone surrogate escape decoded to U+FFFD: "x\ud800" and
+		// "x\ufffd" were one string. A pair is one character.
+		{`{"a": 1, "s": "x\ud800"}`, false, 0},
+		{`{"a": 1, "s": "x\udfff"}`, false, 0},
+		{`{"a": 1, "s": "x\ud83d\ude00"}`, true, 1},
+		{`{"a": 1, "s": "x\\ud800"}`, true, 1},
 	}
 	for _, tt := range tests {
 		t.Run(fmt.Sprintf("%.20q", tt.body), func(t *testing.T) {
@@ -268,6 +275,12 @@ func TestHandler(t *testing.T) {
 		{"a tell without the capability", "POST", "/v1/entity", `{"type":"register","id":"k","op":"read","mode":"tell"}`, 400, protocol.CodeBadRequest, protocol.Fail},
 		{"null body", "POST", "/v1/entity", `null`, 400, protocol.CodeBadRequest, protocol.Fail},
 		{"an unknown field", "POST", "/v1/entity", `{"type":"register","id":"k","op":"read","x":1}`, 400, protocol.CodeBadRequest, protocol.Fail},
+		// Lone surrogate escapes decoded to U+FFFD: "k\ud800", "k\udfff"
+		// and "k\ufffd" were one entity. A pair is a character.
+		{"an id with a lone high surrogate", "POST", "/v1/entity", `{"type":"register","id":"k\ud800","op":"read"}`, 400, protocol.CodeBadRequest, protocol.Fail},
+		{"an id with a lone low surrogate", "POST", "/v1/entity", `{"type":"register","id":"k\udfff","op":"read"}`, 400, protocol.CodeBadRequest, protocol.Fail},
+		{"an id with a surrogate pair", "POST", "/v1/entity", `{"type":"register","id":"k\ud83d\ude00","op":"read"}`, 200, "", ""},
+		{"an id with U+FFFD", "POST", "/v1/entity", `{"type":"register","id":"k\ufffd","op":"read"}`, 200, "", ""},
 		{"the implementation refuses", "POST", "/v1/entity", `{"type":"register","id":"k","op":"fly"}`, 400, protocol.CodeBadRequest, protocol.Fail},
 		{"no answer in time", "POST", "/v1/entity", `{"type":"register","id":"k","op":"slow"}`, 504, protocol.CodeUnknownOutcome, protocol.Unknown},
 		{"a panic", "POST", "/v1/entity", `{"type":"register","id":"k","op":"panic"}`, 500, protocol.CodeInternal, protocol.Unknown},
