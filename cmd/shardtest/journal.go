@@ -23,7 +23,8 @@ import (
 // journalFile is the bbolt file inside --data.
 const journalFile = "journal.db"
 
-// journalMaxConnections bounds the connections the journal keeps open.
+// journalMaxConnections bounds the connections the journal keeps open
+// (kit.Slots: silent ones make room for new ones).
 const journalMaxConnections = 1024
 
 // journalShutdownGrace is how long in-flight requests get to finish after
@@ -155,7 +156,7 @@ func runJournal(ctx context.Context, f journalFlags) error {
 
 	serveErr := make(chan error, 1)
 	serving = true
-	go func() { serveErr <- srv.Serve(kit.LimitListener(ln, journalMaxConnections)) }()
+	go func() { serveErr <- kit.Slots{Max: journalMaxConnections}.Serve(srv, ln) }()
 
 	select {
 	case err := <-serveErr:

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
@@ -123,6 +124,12 @@ type Config struct {
 	// ClusterSecret, if set, is required of every node-to-node request.
 	PeerPort      int
 	ClusterSecret string
+	// Slots bound the connections of the public port, PeerSlots those of
+	// the peer port (kit.Slots; zero fields: the kit's defaults). The
+	// peer port keeps PeerSlots.Reserved (default peerReservedSlots) for
+	// current members' addresses: a stranger's flood leaves members room.
+	Slots     kit.Slots
+	PeerSlots kit.Slots
 
 	// RequestTimeout bounds a client request inside the node (default 10s).
 	RequestTimeout time.Duration
@@ -320,6 +327,27 @@ func (n *Node) currentMember(uid string) (string, bool) {
 	return host, true
 }
 
+// peerReservedSlots is how many of the peer port's connections only
+// current members' addresses may take: a member holds a stream to each
+// other member and a few plain requests, so this is room for a large
+// cluster.
+const peerReservedSlots = 256
+
+// memberAddr reports whether ip is the cluster address of a current member
+// in this member's view (peer connections come from there).
+func (n *Node) memberAddr(ip netip.Addr) bool {
+	inc := n.current()
+	if inc == nil {
+		return false
+	}
+	for _, m := range inc.cluster.Snapshot().Members {
+		if ap, err := netip.ParseAddrPort(m.GossipAddr); err == nil && ap.Addr().Unmap() == ip {
+			return true
+		}
+	}
+	return false
+}
+
 // Addr is the node protocol's address (host:port).
 func (n *Node) Addr() string { return n.addr }
 
@@ -331,8 +359,13 @@ func (n *Node) Events() *kit.EventLog { return n.events }
 // (ErrDowned).
 func (n *Node) Run(ctx context.Context) error {
 	serveErr := make(chan error, 2)
-	go func() { serveErr <- n.srv.Serve(kit.LimitListener(n.ln, kit.MaxConnections)) }()
-	go func() { serveErr <- n.peerSrv.Serve(kit.LimitListener(n.peerLn, kit.MaxConnections)) }()
+	peerSlots := n.cfg.PeerSlots
+	if peerSlots.Reserved == 0 {
+		peerSlots.Reserved = peerReservedSlots
+	}
+	peerSlots.Preferred = n.memberAddr
+	go func() { serveErr <- n.cfg.Slots.Serve(n.srv, n.ln) }()
+	go func() { serveErr <- peerSlots.Serve(n.peerSrv, n.peerLn) }()
 	defer func() {
 		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()

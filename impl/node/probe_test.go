@@ -14,6 +14,7 @@ import (
 
 	"github.com/shardtest/shardtest/impl/peer"
 	"github.com/shardtest/shardtest/protocol"
+	"github.com/shardtest/shardtest/protocol/kit"
 )
 
 // peerPost sends a node-to-node request to n's peer port as a stranger's
@@ -205,4 +206,73 @@ func TestForgedPeerRequestsProbe(t *testing.T) {
 		return nil
 	})
 	t.Logf("ids on every node again %v after a stale hand-over", time.Since(start).Round(time.Millisecond))
+}
+
+// TestSilentConnectionsLeaveRoom floods each port of a node with silent
+// connections (connected, nothing sent) and checks that a request still
+// gets an answer at once. 4,200 silent connections filled the 4,096 the
+// node took, and a new request, a member's on the peer port too, waited
+// ~9.5 s for the header timeout to free a slot. The bounds are small here
+// (Config.Slots, PeerSlots) so that a few connections fill them.
+func TestSilentConnectionsLeaveRoom(t *testing.T) {
+	const secret, slots = "s3cret", 64
+	const grace = 300 * time.Millisecond
+	tc := newTestCluster(t, 2, func(c *Config) {
+		c.ClusterSecret = secret
+		c.Slots = kit.Slots{Max: slots, Grace: grace}
+		c.PeerSlots = kit.Slots{Max: slots, Reserved: 8, Grace: time.Hour}
+	})
+	n1, n2 := tc.nodes[0].n, tc.nodes[1].n
+	member := map[string]string{peer.SecretHeader: secret, peer.MemberHeader: n2.Status().Self.UID, peer.ToHeader: n1.Status().Self.UID, peer.FromHeader: "x"}
+	tests := []struct {
+		name, addr, floodFrom string
+		wait                  time.Duration // before the request
+		// request is answered with want (the members share 127.0.0.1).
+		request func() (int, error)
+		want    int
+	}{
+		// The flood's connections are silent once they said nothing for
+		// the grace: the newcomer takes the slot of one.
+		{"the public port, flooded from one address, a client from another", n1.Addr(), "127.0.0.1", grace,
+			func() (int, error) { return getFrom("127.0.0.2", "http://"+n1.Addr()+"/v1/health") }, http.StatusOK},
+		// A stranger's flood leaves the members their reserved slots, at
+		// once.
+		{"the peer port, flooded by a stranger, a member's request", n1.PeerAddr(), "127.0.0.2", 0,
+			func() (int, error) {
+				status, _ := peerPost(t, n1, "/internal/v1/sharding/register/host-shard", `{"shard":"7"}`, member)
+				return status, nil
+			}, http.StatusConflict}, // not-coordinator: n2 does not run it
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for range slots + 8 {
+				c, err := (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(tt.floodFrom)}}).Dial("tcp", tt.addr)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer c.Close()
+			}
+			time.Sleep(100*time.Millisecond + tt.wait) // accepted, and silent
+			start := time.Now()
+			status, err := tt.request()
+			if took := time.Since(start); err != nil || status != tt.want || took > 3*time.Second {
+				t.Fatalf("%d %v after %v, want %d at once", status, err, took, tt.want)
+			}
+		})
+	}
+	if _, err := newIDClient().nextID(n1.Addr()); err != nil {
+		t.Fatalf("next-id after the floods: %v", err)
+	}
+}
+
+// getFrom sends GET url from the source address ip and returns the status.
+func getFrom(ip, url string) (int, error) {
+	tr := &http.Transport{DialContext: (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}}).DialContext}
+	defer tr.CloseIdleConnections()
+	res, err := (&http.Client{Transport: tr, Timeout: 15 * time.Second}).Get(url)
+	if err != nil {
+		return 0, err
+	}
+	res.Body.Close()
+	return res.StatusCode, nil
 }

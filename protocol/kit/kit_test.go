@@ -1,6 +1,7 @@
 package kit
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,6 +10,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -377,48 +380,148 @@ func TestEventsLongPoll(t *testing.T) {
 }
 
 // A server made by the kit bounds how long a request may take to arrive
-// (a slow body held connections open forever) and how many connections
-// are open at once.
-func TestServerLimits(t *testing.T) {
+// (a slow body held connections open forever).
+func TestServerTimeouts(t *testing.T) {
 	srv := NewServer(http.NotFoundHandler())
 	if srv.ReadTimeout != ReadTimeout || srv.ReadHeaderTimeout == 0 || srv.ReadTimeout == 0 {
 		t.Fatalf("read timeouts %v / %v", srv.ReadHeaderTimeout, srv.ReadTimeout)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+}
+
+// Connections are bounded so that silent ones cannot keep a client that
+// speaks waiting: 4,200 silent connections filled the node's 4,096, and a
+// new request (a member's on the peer port too) waited ~9.5 s for the
+// header timeout to free a slot. Each case opens silent connections from
+// 127.0.0.1 (one source), then a probe request from a source address.
+func TestSlots(t *testing.T) {
+	const other = "127.0.0.2" // another source on Linux's loopback
+	isOther := func(ip netip.Addr) bool { return ip == netip.MustParseAddr(other) }
+	tests := []struct {
+		name  string
+		slots Slots
+		busy  int  // requests in progress from 127.0.0.1 (never silent)
+		flood int  // silent connections from 127.0.0.1
+		age   bool // wait past Grace: the flood is silent
+		more  int  // silent connections from 127.0.0.1 after that
+		from  string
+		// served: the probe is answered at once; else its connection is
+		// closed at once.
+		served bool
+		closed int // flood connections closed by the end
+	}{
+		{name: "a silent flood fills every slot: a new source takes the longest silent one's",
+			slots: Slots{Max: 8, Grace: 50 * time.Millisecond}, flood: 8, age: true, from: other, served: true, closed: 1},
+		{name: "and one of the flood's own source too",
+			slots: Slots{Max: 8, Grace: 50 * time.Millisecond}, flood: 8, age: true, from: "127.0.0.1", served: true, closed: 1},
+		{name: "a flood younger than Grace is not yet silent: the next is refused at once, not kept waiting",
+			slots: Slots{Max: 8, Grace: time.Hour}, flood: 8, from: other, closed: 0},
+		{name: "requests in progress are not silent",
+			slots: Slots{Max: 4, Grace: 50 * time.Millisecond}, busy: 4, age: true, from: other},
+		// The 6 and the probe's: the 6 are silent by the probe.
+		{name: "a source holding more than PerSource silent connections gives up its oldest for each new one",
+			slots: Slots{PerSource: 4, Grace: 50 * time.Millisecond}, flood: 10, age: true, more: 6, from: "127.0.0.1", served: true, closed: 7},
+		{name: "a burst younger than Grace is let in whole",
+			slots: Slots{PerSource: 2, Grace: time.Hour}, flood: 20, from: "127.0.0.1", served: true},
+		{name: "the reserved slots are the preferred source's",
+			slots: Slots{Max: 8, Reserved: 2, Grace: time.Hour, Preferred: isOther}, flood: 6, from: other, served: true},
+		{name: "and no one else's",
+			slots: Slots{Max: 8, Reserved: 2, Grace: time.Hour, Preferred: isOther}, flood: 6, from: "127.0.0.1"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			release := make(chan struct{})
+			srv := NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path == "/busy" {
+					<-release
+				}
+				w.WriteHeader(http.StatusNoContent)
+			}))
+			l, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			served := make(chan error, 1)
+			go func() { served <- tt.slots.Serve(srv, l) }()
+			defer func() {
+				srv.Close()
+				<-served
+			}()
+			addr := l.Addr().String()
+			busy := make(chan error, tt.busy)
+			for range tt.busy {
+				c := dialFrom(t, "127.0.0.1", addr)
+				go func() { _, err := roundTrip(c, "/busy"); busy <- err }()
+			}
+			var flood []net.Conn
+			open := func(n int) {
+				for range n {
+					flood = append(flood, dialFrom(t, "127.0.0.1", addr))
+				}
+			}
+			open(tt.flood)
+			// Wait until the server has accepted them all: a probe
+			// before then would find slots free.
+			time.Sleep(200 * time.Millisecond)
+			if tt.age {
+				time.Sleep(tt.slots.Grace)
+			}
+			open(tt.more)
+			time.Sleep(100 * time.Millisecond)
+
+			start := time.Now()
+			status, err := roundTrip(dialFrom(t, tt.from, addr), "/probe")
+			took := time.Since(start)
+			switch {
+			case took > 2*time.Second:
+				t.Errorf("the probe from %s took %v (%d, %v): kept waiting", tt.from, took, status, err)
+			case tt.served && status != http.StatusNoContent:
+				t.Errorf("the probe from %s: %d %v, want it served", tt.from, status, err)
+			case !tt.served && err == nil:
+				t.Errorf("the probe from %s was served (%d), want its connection closed", tt.from, status)
+			}
+			closed := 0
+			for _, c := range flood {
+				c.SetReadDeadline(time.Now().Add(20 * time.Millisecond))
+				if _, err := c.Read(make([]byte, 1)); !errors.Is(err, os.ErrDeadlineExceeded) {
+					closed++
+				}
+				c.Close()
+			}
+			if closed != tt.closed {
+				t.Errorf("%d of the flood's %d connections closed, want %d", closed, len(flood), tt.closed)
+			}
+			close(release)
+			for range tt.busy {
+				if err := <-busy; err != nil {
+					t.Errorf("a request in progress: %v", err)
+				}
+			}
+		})
+	}
+}
+
+// dialFrom opens a connection to addr from the source address ip.
+func dialFrom(t *testing.T, ip, addr string) net.Conn {
+	t.Helper()
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}, Timeout: 2 * time.Second}
+	c, err := d.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ll := LimitListener(l, 2)
-	defer ll.Close()
-	accepted := make(chan net.Conn, 3)
-	go func() {
-		for {
-			c, err := ll.Accept()
-			if err != nil {
-				return
-			}
-			accepted <- c
-		}
-	}()
-	for range 3 {
-		c, err := net.Dial("tcp", l.Addr().String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// roundTrip sends GET path on c and reads the reply's status, within 3 s.
+func roundTrip(c net.Conn, path string) (int, error) {
+	c.SetDeadline(time.Now().Add(3 * time.Second))
+	if _, err := io.WriteString(c, "GET "+path+" HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+		return 0, err
 	}
-	first := <-accepted
-	<-accepted
-	select {
-	case <-accepted:
-		t.Fatal("a third connection was accepted with two open")
-	case <-time.After(200 * time.Millisecond):
+	res, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		return 0, err
 	}
-	first.Close()
-	select {
-	case c := <-accepted:
-		c.Close()
-	case <-time.After(2 * time.Second):
-		t.Fatal("the third connection was not accepted once one closed")
-	}
+	res.Body.Close()
+	return res.StatusCode, nil
 }

@@ -618,12 +618,11 @@ func Serve(ctx context.Context, addr string, h http.Handler) error {
 }
 
 // ServeListener is Serve on a listener already open, with the kit's
-// limits (ReadTimeout, MaxConnections).
+// limits (ReadTimeout, and the default Slots).
 func ServeListener(ctx context.Context, l net.Listener, h http.Handler) error {
 	srv := NewServer(h)
-	l = LimitListener(l, MaxConnections)
 	done := make(chan error, 1)
-	go func() { done <- srv.Serve(l) }()
+	go func() { done <- Slots{}.Serve(srv, l) }()
 	select {
 	case err := <-done:
 		return err
