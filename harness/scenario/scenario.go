@@ -362,8 +362,13 @@ func Catalog() []Scenario {
 			// The premise: entities did passivate (an implementation may
 			// ignore the setting; then the scenario is unknown, not valid).
 			Expect: []checker.Spec{{Name: "passivated", Min: 5}},
-			Bugs:   []Bug{{Name: "drop-passivation-buffer", Args: []string{"--bugs=drop-passivation-buffer"}, Checker: "liveness", Why: "messages held while an entity passivates are thrown away, so asks on a healthy cluster never get an answer"}},
-			Smoke:  true,
+			// The bug needs a message to arrive in the few milliseconds an
+			// entity passivates: caught in 6 of 6 seeds on an idle machine,
+			// missed once by CI's short matrix while other clusters loaded
+			// both cores (2026-12-05). A second and third try cost nothing
+			// when the first catches it.
+			Bugs:  []Bug{{Name: "drop-passivation-buffer", Args: []string{"--bugs=drop-passivation-buffer"}, Checker: "liveness", Tries: 3, Why: "messages held while an entity passivates are thrown away, so asks on a healthy cluster never get an answer"}},
+			Smoke: true,
 		},
 		{
 			Name:   "pause-oldest",
