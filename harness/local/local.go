@@ -387,6 +387,11 @@ func (c *Cluster) WaitReady(ctx context.Context, p *Process, timeout time.Durati
 	return nil
 }
 
+// Secret is the run's cluster secret: shardtest conform --probe forges
+// member requests with it (a local cluster's members share the harness's
+// address, so such a request passes for a member's).
+func (c *Cluster) Secret() string { return c.secret }
+
 // Stop stops every process (paused ones too): nodes first, then the
 // journal.
 func (c *Cluster) Stop() {

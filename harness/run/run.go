@@ -45,6 +45,15 @@ type Cluster interface {
 	Stop(ctx context.Context, dir string) error
 }
 
+// MemberHost is a cluster whose members run at the harness's own address
+// (the local runtime's) and whose secret the harness holds: a request
+// the harness sends with the secret comes from a member's address, as
+// conform's forged member requests must. A container's peer port is on
+// the run's network, and the harness's address is no member's.
+type MemberHost interface {
+	ClusterSecret() string
+}
+
 // Runtime starts clusters.
 type Runtime interface {
 	Name() string

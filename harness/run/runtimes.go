@@ -118,6 +118,10 @@ func (l localCluster) Nodes() []Node {
 
 func (l localCluster) Stop(context.Context, string) error { l.c.Stop(); return nil }
 
+// ClusterSecret implements MemberHost: local members share the harness's
+// address.
+func (l localCluster) ClusterSecret() string { return l.c.Secret() }
+
 // Nemesis lets faults act on the containers.
 func (d dockerCluster) Nemesis() nemesis.Cluster { return dockerFaults{d.c} }
 

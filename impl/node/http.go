@@ -120,6 +120,11 @@ type Detail struct {
 	Incarnations int `json:"incarnations"`
 	// Tells counts fire-and-forget messages queued, failed and dropped.
 	Tells TellStatus `json:"tells"`
+	// PeerAddr is the peer port's address (gossiped to the members, and
+	// picked at random unless --peer-port names it): shown so that
+	// shardtest conform --probe can reach the node-to-node routes as a
+	// stranger or a forging member would.
+	PeerAddr string `json:"peer_addr"`
 }
 
 // DowningInfo is the split-brain resolver's configuration.
@@ -131,8 +136,9 @@ type DowningInfo struct {
 
 func (n *Node) statusDetail() any {
 	d := Detail{
-		Downing: DowningInfo{Strategy: n.cfg.Downing.Strategy, StableAfterMS: n.cfg.Downing.StableAfter.Milliseconds(), QuorumSize: n.cfg.Downing.QuorumSize},
-		Bugs:    append([]string{}, n.cfg.Bugs...),
+		Downing:  DowningInfo{Strategy: n.cfg.Downing.Strategy, StableAfterMS: n.cfg.Downing.StableAfter.Milliseconds(), QuorumSize: n.cfg.Downing.QuorumSize},
+		Bugs:     append([]string{}, n.cfg.Bugs...),
+		PeerAddr: n.peerAddr,
 	}
 	n.mu.Lock()
 	d.Incarnations = n.incarnations

@@ -18,13 +18,15 @@ import (
 
 // StreamPath is the peer port's endpoint that turns a connection into a
 // stream of framed node-to-node requests (an HTTP/1.1 Upgrade to
-// streamProtocol). One stream per peer address carries every request to
+// StreamProtocol). One stream per peer address carries every request to
 // it, any number at once: a request costs one frame each way instead of an
 // HTTP exchange (headers, parsing, the transport's goroutines), which made
 // the node-to-node hop dearer than a client's whole round trip.
 const StreamPath = "/internal/v1/stream"
 
-const streamProtocol = "shardtest-peer/1"
+// StreamProtocol is the Upgrade token of a stream (StreamPath): a stranger
+// probing the peer port sends it too (shardtest conform --probe).
+const StreamProtocol = "shardtest-peer/1"
 
 const (
 	// dialTimeout bounds connecting and the upgrade.
@@ -168,7 +170,7 @@ func (c *Client) upgrade(ctx context.Context, addr string) (*stream, *bufio.Read
 		return nil, nil, err
 	}
 	req.Header.Set("Connection", "Upgrade")
-	req.Header.Set("Upgrade", streamProtocol)
+	req.Header.Set("Upgrade", StreamProtocol)
 	req.Header.Set(FromHeader, c.self.GossipAddr)
 	req.Header.Set(MemberHeader, c.self.UID)
 	if c.self.Secret != "" {
@@ -184,7 +186,7 @@ func (c *Client) upgrade(ctx context.Context, addr string) (*stream, *bufio.Read
 		conn.Close()
 		return nil, nil, fmt.Errorf("ask %s for a stream: %w", addr, err)
 	}
-	if res.StatusCode != http.StatusSwitchingProtocols || res.Header.Get("Upgrade") != streamProtocol {
+	if res.StatusCode != http.StatusSwitchingProtocols || res.Header.Get("Upgrade") != StreamProtocol {
 		data, _ := io.ReadAll(io.LimitReader(res.Body, 64<<10))
 		res.Body.Close()
 		conn.Close()

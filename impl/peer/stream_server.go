@@ -95,8 +95,8 @@ func (s *StreamServer) Close() {
 
 func (s *StreamServer) upgrade(w http.ResponseWriter, r *http.Request) {
 	from, member := r.Header.Get(FromHeader), r.Header.Get(MemberHeader)
-	if r.Method != http.MethodGet || r.Header.Get("Upgrade") != streamProtocol {
-		WriteError(w, protocol.CodeBadUpgrade, "GET "+StreamPath+" with Upgrade: "+streamProtocol)
+	if r.Method != http.MethodGet || r.Header.Get("Upgrade") != StreamProtocol {
+		WriteError(w, protocol.CodeBadUpgrade, "GET "+StreamPath+" with Upgrade: "+StreamProtocol)
 		return
 	}
 	if from == "" || member == "" {
@@ -152,7 +152,7 @@ func (s *StreamServer) upgrade(w http.ResponseWriter, r *http.Request) {
 	}()
 	conn.SetDeadline(time.Time{}) // the server's read timeout was for the upgrade
 	conn.SetWriteDeadline(clock.Machine{}.Now().Add(writeTimeout))
-	if _, err := io.WriteString(brw, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: "+streamProtocol+"\r\n\r\n"); err != nil {
+	if _, err := io.WriteString(brw, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: "+StreamProtocol+"\r\n\r\n"); err != nil {
 		return
 	}
 	if err := brw.Flush(); err != nil {

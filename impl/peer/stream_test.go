@@ -439,7 +439,7 @@ func askStream(t *testing.T, addr string, h map[string]string) (int, string, net
 	t.Cleanup(func() { conn.Close() })
 	req, _ := http.NewRequest(http.MethodGet, "http://"+addr+StreamPath, nil)
 	req.Header.Set("Connection", "Upgrade")
-	req.Header.Set("Upgrade", streamProtocol)
+	req.Header.Set("Upgrade", StreamProtocol)
 	for k, v := range h {
 		req.Header.Set(k, v)
 	}
