@@ -2,8 +2,10 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -22,10 +24,12 @@ func newConformCmd() *cobra.Command {
 		results  string
 		binary   string
 		basePort int
+		probe    bool
+		only     []string
 	)
 	cmd := &cobra.Command{
 		Use:   "conform",
-		Short: "Check, rule by rule, that an implementation serves the node protocol as the harness relies on",
+		Short: "Check, rule by rule, that an implementation serves the node protocol as the harness relies on; --probe: probe it as an attacker would",
 		Long: `Start a small cluster of an implementation (--image IMG in Docker, or the
 reference node: the default, also with --runtime local) and check, rule by
 rule, what the harness relies on (docs/protocol.md): every field of every
@@ -42,12 +46,29 @@ section of docs/protocol.md it comes from and what was wrong, and stores
 results/conform/<time>/: conform.json, junit.xml (a failed rule is a
 failure, a skipped one skipped) and the node logs.
 
-Exit status: 0 every rule that applies passed, 1 a rule failed, 3 the
+With --probe it runs the probes instead (docs/protocol.md, Probes): what a
+hostile client or a stale member sends — node-to-node routes on the public
+port, bad bodies, a 1 MiB id, invalid UTF-8, a slow client, 2,000 idle
+connections, and on the reference node's peer port requests without the
+secret and forged member requests — each with what the node must answer,
+and after each what must still hold: ids increase through every node, and
+a write reads back through every node. The peer-port probes apply to the
+reference node only, and need --runtime local (forged member requests come
+from the members' address). --probes NAME,... runs those alone. It stores
+probe.json and junit.xml instead.
+
+Exit status: 0 every rule (probe) that applies passed, 1 one failed, 3 the
 cluster could not be started.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.Nodes < 1 || o.Nodes > 9 {
 				return &exitError{exitCannotRun, fmt.Errorf("--nodes %d: want 1 to 9", o.Nodes)}
+			}
+			if len(only) > 0 && !probe {
+				return &exitError{exitCannotRun, errors.New("--probes needs --probe")}
+			}
+			if _, err := conform.SelectProbes(only); err != nil {
+				return &exitError{exitCannotRun, fmt.Errorf("--probes: %w", err)}
 			}
 			logger, err := newLogger("info", "text")
 			if err != nil {
@@ -75,21 +96,37 @@ cluster could not be started.`,
 			for _, n := range cl.Nodes() {
 				nodes = append(nodes, conform.Node{Name: n.Name, Addr: n.HTTPAddr})
 			}
-			rep := conform.Run(cmd.Context(), nodes)
-			if err := cl.Stop(cmd.Context(), dir); err != nil {
-				logger.Warn("stopping the cluster", "err", err)
-			}
 			out := cmd.OutOrStdout()
-			printConform(out, rep)
-			if err := writeConform(dir, what, rep); err != nil {
+			var ok bool
+			var tally string
+			if probe {
+				po := conform.ProbeOptions{Only: only}
+				if mh, isLocal := cl.(run.MemberHost); isLocal {
+					po.Peer = &conform.PeerAccess{Secret: mh.ClusterSecret()}
+				}
+				rep := conform.RunProbes(cmd.Context(), nodes, po)
+				stopCluster(cmd, cl, dir, logger)
+				rep.Print(out)
+				props := map[string]string{"implementation": rep.Implementation, "tested": what, "reference": fmt.Sprint(rep.Reference)}
+				err = writeReport(dir, "probe.json", rep, "probe", props, rep.Cases(), rep.Took)
+				ok, tally = rep.OK(), fmt.Sprintf("%d of %d probes failed", rep.Failed, rep.Passed+rep.Failed)
+			} else {
+				rep := conform.Run(cmd.Context(), nodes)
+				stopCluster(cmd, cl, dir, logger)
+				printConform(out, rep)
+				props := map[string]string{"implementation": rep.Implementation, "tested": what, "capabilities": strings.Join(rep.Capabilities, ",")}
+				err = writeReport(dir, "conform.json", rep, "conform", props, conformCases(rep), rep.Took)
+				ok, tally = rep.OK(), fmt.Sprintf("%d of %d rules failed", rep.Failed, rep.Passed+rep.Failed)
+			}
+			if err != nil {
 				return &exitError{exitCannotRun, err}
 			}
 			fmt.Fprintf(out, "results: %s\njunit: %s\n", dir, filepath.Join(dir, report.JUnitFile))
 			if cmd.Context().Err() != nil {
 				return &exitError{exitCannotRun, fmt.Errorf("interrupted: %w", cmd.Context().Err())}
 			}
-			if !rep.OK() {
-				return &exitError{exitInvalid, fmt.Errorf("%d of %d rules failed", rep.Failed, rep.Passed+rep.Failed)}
+			if !ok {
+				return &exitError{exitInvalid, errors.New(tally)}
 			}
 			return nil
 		},
@@ -102,7 +139,17 @@ cluster could not be started.`,
 	f.StringVar(&results, "results", "results", "results root folder")
 	f.StringVar(&binary, "binary", "", "docker: static shardtest binary for the reference image (default: this one, or a CGO_ENABLED=0 build)")
 	f.IntVar(&basePort, "base-port", 17400, "local: journal port; node i uses base+i (HTTP) and base+100+i (gossip)")
+	f.BoolVar(&probe, "probe", false, "run the probes (hostile requests, each with what must hold after) instead of the rules")
+	f.StringSliceVar(&only, "probes", nil, "with --probe: run only these probes (comma-separated names)")
 	return cmd
+}
+
+// stopCluster stops the cluster, copying its logs into dir; a failure to
+// stop is logged, and the verdict stands.
+func stopCluster(cmd *cobra.Command, cl run.Cluster, dir string, logger *slog.Logger) {
+	if err := cl.Stop(cmd.Context(), dir); err != nil {
+		logger.Warn("stopping the cluster", "err", err)
+	}
 }
 
 // printConform lists every rule's verdict, what was wrong and the tally.
@@ -121,15 +168,9 @@ func printConform(w io.Writer, rep conform.Report) {
 	fmt.Fprintf(w, "%d passed, %d failed, %d skipped (%v)\n", rep.Passed, rep.Failed, rep.Skipped, rep.Took.Round(100*time.Millisecond))
 }
 
-// writeConform stores conform.json and junit.xml in dir.
-func writeConform(dir, what string, rep conform.Report) error {
-	b, err := json.MarshalIndent(rep, "", "  ")
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(dir, "conform.json"), append(b, '\n'), 0o644); err != nil {
-		return err
-	}
+// conformCases are the rules as JUnit cases: a failed rule is a
+// failure, a skipped one skipped.
+func conformCases(rep conform.Report) []report.Case {
 	var cases []report.Case
 	for _, r := range rep.Results {
 		c := report.Case{Name: r.Rule, Out: r.Doc + " (docs/protocol.md: " + r.Section + ")"}
@@ -144,12 +185,23 @@ func writeConform(dir, what string, rep conform.Report) error {
 		}
 		cases = append(cases, c)
 	}
+	return cases
+}
+
+// writeReport stores rep as dir/name and the cases as dir/junit.xml.
+func writeReport(dir, name string, rep any, suite string, props map[string]string, cases []report.Case, took time.Duration) error {
+	b, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, name), append(b, '\n'), 0o644); err != nil {
+		return err
+	}
 	f, err := os.Create(filepath.Join(dir, report.JUnitFile))
 	if err != nil {
 		return err
 	}
-	props := map[string]string{"implementation": rep.Implementation, "tested": what, "capabilities": strings.Join(rep.Capabilities, ",")}
-	if err := report.WriteCases(f, "conform", props, cases, rep.Took); err != nil {
+	if err := report.WriteCases(f, suite, props, cases, took); err != nil {
 		f.Close()
 		return err
 	}

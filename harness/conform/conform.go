@@ -65,18 +65,34 @@ type Result struct {
 
 // Report is a conform run.
 type Report struct {
-	Implementation string        `json:"implementation"`
-	Capabilities   []string      `json:"capabilities"`
-	Nodes          int           `json:"nodes"`
-	Results        []Result      `json:"results"`
-	Passed         int           `json:"passed"`
-	Failed         int           `json:"failed"`
-	Skipped        int           `json:"skipped"`
-	Took           time.Duration `json:"took_ns"`
+	Implementation string   `json:"implementation"`
+	Capabilities   []string `json:"capabilities"`
+	Nodes          int      `json:"nodes"`
+	Results        []Result `json:"results"`
+	Tally
 }
 
-// OK reports whether every rule that applies passed.
-func (r Report) OK() bool { return r.Failed == 0 && r.Passed > 0 }
+// Tally counts the verdicts of a run of rules or probes.
+type Tally struct {
+	Passed  int           `json:"passed"`
+	Failed  int           `json:"failed"`
+	Skipped int           `json:"skipped"`
+	Took    time.Duration `json:"took_ns"`
+}
+
+// OK reports whether every rule (probe) that applies passed.
+func (t Tally) OK() bool { return t.Failed == 0 && t.Passed > 0 }
+
+func (t *Tally) count(v Verdict) {
+	switch v {
+	case Pass:
+		t.Passed++
+	case Fail:
+		t.Failed++
+	default:
+		t.Skipped++
+	}
+}
 
 // skipError makes a rule skip at run time (an entity type it needs is not
 // declared).
@@ -103,13 +119,7 @@ func Run(ctx context.Context, nodes []Node) Report {
 		rep.Failed = 1
 		return rep
 	}
-	cctx, cancel := context.WithTimeout(ctx, AnswerLimit)
-	caps, err := s.clients[0].Capabilities(cctx)
-	cancel()
-	if err == nil {
-		s.caps = caps
-		rep.Implementation, rep.Capabilities = caps.Implementation, caps.Capabilities
-	}
+	rep.Implementation, rep.Capabilities = s.readCapabilities(ctx)
 	for _, r := range Rules() {
 		res := Result{Rule: r.Name, Doc: r.Doc, Section: r.Section}
 		var missing []string
@@ -133,18 +143,24 @@ func Run(ctx context.Context, nodes []Node) Report {
 				res.Verdict, res.Detail = Fail, err.Error()
 			}
 		}
-		switch res.Verdict {
-		case Pass:
-			rep.Passed++
-		case Fail:
-			rep.Failed++
-		default:
-			rep.Skipped++
-		}
+		rep.count(res.Verdict)
 		rep.Results = append(rep.Results, res)
 	}
 	rep.Took = time.Since(start)
 	return rep
+}
+
+// readCapabilities asks the first node what it declares, for the rules
+// (probes) to read in s.caps; unreadable, nothing is declared.
+func (s *session) readCapabilities(ctx context.Context) (implementation string, capabilities []string) {
+	cctx, cancel := context.WithTimeout(ctx, AnswerLimit)
+	caps, err := s.clients[0].Capabilities(cctx)
+	cancel()
+	if err != nil {
+		return "", nil
+	}
+	s.caps = caps
+	return caps.Implementation, caps.Capabilities
 }
 
 func isSkip(err error) bool { _, ok := err.(skipError); return ok }

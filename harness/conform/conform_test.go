@@ -32,7 +32,10 @@ type fakeCluster struct {
 	local    []map[string]int64
 	ages     func(i int) int64 // up_number of member i
 	plainBad bool              // an unknown op is a plain error (unknown outcome)
-	servers  []*httptest.Server
+	// headerTimeout, if set, cuts a request header that has not arrived
+	// by then (the probes' slow client).
+	headerTimeout time.Duration
+	servers       []*httptest.Server
 }
 
 func (f *fakeCluster) start(t *testing.T, n int, wrap func(i int, h http.Handler) http.Handler) []Node {
@@ -128,7 +131,9 @@ func (f *fakeCluster) start(t *testing.T, n int, wrap func(i int, h http.Handler
 		if wrap != nil {
 			h = wrap(i, h)
 		}
-		srv := httptest.NewServer(h)
+		srv := httptest.NewUnstartedServer(h)
+		srv.Config.ReadHeaderTimeout = f.headerTimeout
+		srv.Start()
 		t.Cleanup(srv.Close)
 		f.servers = append(f.servers, srv)
 		nodes = append(nodes, Node{Name: name, Addr: strings.TrimPrefix(srv.URL, "http://")})
@@ -296,6 +301,8 @@ const conformBasePort = 27400
 
 // The reference node passes every rule; started without some
 // capabilities, it still conforms, and their endpoints are shown to 404.
+// With every capability it passes every probe too (the slow client's
+// wait included).
 func TestConformReferenceNode(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts real nodes")
@@ -311,12 +318,13 @@ func TestConformReferenceNode(t *testing.T) {
 		nodes   int
 		applies string // a rule that must pass (not skip)
 		broken  string // a rule that must fail ("": none may)
+		probes  bool   // every probe must pass too
 	}{
-		{"every capability", nil, 3, "members-oldest-first", ""},
-		{"without events, clock, age and coordinator", []string{"--without-capabilities=events,clock,age,coordinator"}, 2, "undeclared-capabilities-404", ""},
+		{"every capability", nil, 3, "members-oldest-first", "", true},
+		{"without events, clock, age and coordinator", []string{"--without-capabilities=events,clock,age,coordinator"}, 2, "undeclared-capabilities-404", "", false},
 		// Membership is what every implementation needs: without it the
 		// node breaks the protocol, and the rule says which part.
-		{"without membership", []string{"--without-capabilities=membership"}, 1, "health", "capabilities"},
+		{"without membership", []string{"--without-capabilities=membership"}, 1, "health", "capabilities", false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -344,6 +352,9 @@ func TestConformReferenceNode(t *testing.T) {
 			}
 			if r := verdicts(rep)[tt.applies]; r.Verdict != Pass {
 				t.Errorf("%s: %s %s, want pass", tt.applies, r.Verdict, r.Detail)
+			}
+			if tt.probes {
+				checkProbesOnReferenceNode(ctx, t, cl, nodes)
 			}
 			if t.Failed() {
 				logs, _ := filepath.Glob(filepath.Join(dir, "*.log"))

@@ -1,6 +1,7 @@
 package conform
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -372,8 +373,15 @@ func (s *session) expectError(ctx context.Context, i int, method, path, body str
 	if err != nil {
 		return fmt.Errorf("%s: no reply: %v", what, err)
 	}
+	return refused(what, got, data, status, code)
+}
+
+// refused checks that a reply (status got, body data) to the request what
+// is a refusal with status and the error body, outcome fail; code is
+// checked when not empty.
+func refused(what string, got int, data []byte, status int, code string) error {
 	if got < 300 {
-		return fmt.Errorf("%s: accepted (%d: %.200s), want %d", what, got, data, status)
+		return fmt.Errorf("%s: accepted (%d: %.200s), want %d", what, got, bytes.TrimSpace(data), status)
 	}
 	var eb protocol.ErrorBody
 	if err := json.Unmarshal(data, &eb); err != nil {
@@ -810,9 +818,23 @@ func checkNextID(ctx context.Context, s *session) error {
 	if !s.caps.HasSingleton(protocol.IDGenerator) {
 		return skip("singleton id-generator is not declared")
 	}
+	_, _, err := s.idsIncrease(ctx, 0, 2, 0)
+	return err
+}
+
+// idsIncrease asks next-id through every node in turn, at least rounds
+// rounds and until hold has passed: each id must be above prev and the
+// ids before it, and name its instance. It returns how many ids it got
+// and the highest.
+func (s *session) idsIncrease(ctx context.Context, prev int64, rounds int, hold time.Duration) (int, int64, error) {
 	var errs []string
-	prev := int64(0)
-	for round := range 2 {
+	n := 0
+	end := time.Now().Add(hold)
+	for round := 0; round < rounds || time.Now().Before(end); round++ {
+		if ctx.Err() != nil {
+			errs = append(errs, "stopped: "+ctx.Err().Error())
+			break
+		}
 		for i, c := range s.clients {
 			rctx, cancel := short(ctx)
 			r, err := c.NextID(rctx)
@@ -826,11 +848,23 @@ func checkNextID(ctx context.Context, s *session) error {
 				errs = append(errs, fmt.Sprintf("next-id through %s names no instance: %+v", s.nodes[i].Name, r.Singleton))
 			}
 			if err == nil {
+				n++
 				prev = max(prev, r.ID)
 			}
 		}
+		if hold > 0 {
+			if len(errs) > 0 {
+				break // a failing singleton fails every round: say it once
+			}
+			// Ids keep coming is the point, not how many: leave the
+			// nodes (and the machine) room.
+			select {
+			case <-ctx.Done():
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
 	}
-	return joined(errs)
+	return n, prev, joinedFirst(errs, 0)
 }
 
 func checkSingletonRunning(ctx context.Context, s *session) error {

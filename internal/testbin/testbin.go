@@ -41,3 +41,15 @@ func Main(m *testing.M, name string, path *string) {
 	cleanup()
 	os.Exit(code)
 }
+
+// ForTest builds shardtest for test t (which fails if it cannot) and
+// removes it when t ends.
+func ForTest(t testing.TB, name string) string {
+	t.Helper()
+	path, cleanup, err := Build(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cleanup)
+	return path
+}
