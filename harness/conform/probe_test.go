@@ -37,7 +37,7 @@ func TestProbesFailOnBrokenTargets(t *testing.T) {
 					h.ServeHTTP(w, r)
 				})
 			}},
-		{name: "bad requests answered 200", broken: map[string]string{"bad-bodies": "accepted", "huge-id": "accepted", "invalid-utf8": "accepted"},
+		{name: "bad requests answered 200", broken: map[string]string{"bad-bodies": "accepted", "huge-id": "accepted", "invalid-utf8": "accepted", "lone-surrogates": "accepted"},
 			wrap: func(_ *fakeCluster, _ int, h http.Handler) http.Handler {
 				return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 					rec := httptest.NewRecorder()

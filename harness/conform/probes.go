@@ -39,10 +39,14 @@ func Probes() []Probe {
 			Sends:  "a register write whose id ends in the byte 0xff (not UTF-8)",
 			Expect: "400 bad-request (outcome fail), and the id with U+FFFD in its place holds no value (the bytes were not replaced and stored)",
 			run:    probeInvalidUTF8},
-		// Issue 31 item 5 (lone surrogate escapes, "\ud800", refused) and
-		// item 8 (connection slots: a member's request answered while
-		// strangers hold thousands of silent connections) add their
-		// probes here, one entry each.
+		{Name: "lone-surrogates", Applies: AnyImplementation, Needs: []string{protocol.CapSharding},
+			Sends:  `register writes whose ids end in the JSON escapes \ud800 and \udfff (lone surrogates: no character, which encoding/json decodes to U+FFFD)`,
+			Expect: "400 bad-request (outcome fail) for each, and the id with U+FFFD in their place holds no value (they did not alias one entity)",
+			run:    probeLoneSurrogates},
+		// Issue 31 item 8 (connection slots: a member's request answered
+		// while strangers hold thousands of silent connections) is tested
+		// in impl/node (TestSilentConnectionsLeaveRoom): from one address,
+		// as a probe must send, a flood only evicts itself.
 		// The one slow probe: it waits out the node's header timeout.
 		{Name: "slow-client", Applies: AnyImplementation,
 			Sends:  "a request header, one byte a second, that never ends (this probe waits out the node's header timeout)",
@@ -246,6 +250,32 @@ func probeInvalidUTF8(ctx context.Context, p *prober) (string, error) {
 		return evidence, fmt.Errorf("the refused write is stored under %s with U+FFFD (value %d): the byte was replaced, not refused", id, *res.Value)
 	}
 	return evidence + "; the U+FFFD id holds no value", nil
+}
+
+func probeLoneSurrogates(ctx context.Context, p *prober) (string, error) {
+	if !p.caps.HasEntityType(protocol.TypeRegister) {
+		return "", skip("entity type register is not declared")
+	}
+	id := fmt.Sprintf("probe-sur-%d", rand.Int64())
+	var evidence []string
+	for _, esc := range []string{`\ud800`, `\udfff`} {
+		e, err := p.entityRefused(ctx, `{"type":"register","id":"`+id+esc+`","op":"write","payload":{"value":7}}`)
+		if err != nil {
+			return strings.Join(evidence, "; "), fmt.Errorf("id ending in %s: %w", esc, err)
+		}
+		evidence = append(evidence, esc+": "+e)
+	}
+	rep, err := p.entity(ctx, 0, protocol.TypeRegister, id+"\ufffd", protocol.OpRead, nil)
+	var res protocol.RegisterResult
+	switch {
+	case err != nil:
+		return strings.Join(evidence, "; "), fmt.Errorf("read %s with U+FFFD: %w", id, err)
+	case json.Unmarshal(rep.Result, &res) != nil:
+		return strings.Join(evidence, "; "), fmt.Errorf("read %s with U+FFFD: result %s", id, rep.Result)
+	case res.Value != nil:
+		return strings.Join(evidence, "; "), fmt.Errorf("a refused write is stored under %s with U+FFFD (value %d): the escape was decoded, not refused", id, *res.Value)
+	}
+	return strings.Join(evidence, "; ") + "; the U+FFFD id holds no value", nil
 }
 
 func probeSlowClient(ctx context.Context, p *prober) (string, error) {
