@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -22,6 +23,7 @@ import (
 	"github.com/shardtest/shardtest/impl/cluster"
 	"github.com/shardtest/shardtest/impl/node"
 	"github.com/shardtest/shardtest/impl/persistence"
+	"github.com/shardtest/shardtest/impl/sharding"
 	"github.com/shardtest/shardtest/nemesis"
 	"github.com/shardtest/shardtest/protocol"
 	"github.com/shardtest/shardtest/protocol/client"
@@ -42,10 +44,10 @@ import (
 // one, checked by the same checkers; the same options and seed write the
 // same bytes.
 //
-// So far the simulated node runs membership and the ID generator
-// singleton: the idgen workload; register, append and deliver need the
-// sharding machines in simulation. Clock faults and adding nodes are not
-// simulated.
+// The simulated node runs membership, the ID generator singleton and
+// sharding (regions, shards, coordinators, and the real register and log
+// entities): the idgen, register and append workloads. The sender entity
+// (the deliver workload), clock faults and adding nodes are not simulated.
 type Sim struct{}
 
 // Name implements Runtime.
@@ -64,29 +66,56 @@ func (Sim) Start(context.Context, string, int, string) (Cluster, error) {
 }
 
 // SimWorkloads are the workloads the simulation can run so far.
-func SimWorkloads() []string { return []string{"idgen"} }
+func SimWorkloads() []string { return []string{"idgen", "register", "append"} }
+
+// simEntityTypes are the entity types a simulated node runs (the reference
+// node's but the sender).
+func simEntityTypes() []string { return []string{protocol.TypeRegister, protocol.TypeLog} }
 
 // simBugs are the deliberate bugs the simulated node has.
 func simBugs() []string {
-	return []string{node.BugSingletonNoFencing, node.BugAutoDown, node.BugBlindToOneWay}
+	return append([]string{node.BugSingletonNoFencing, node.BugAutoDown, node.BugBlindToOneWay, node.BugEntitySkipReplay}, sharding.BugNames()...)
 }
 
 // checkSim refuses what the simulation cannot run, before any side effect.
 func checkSim(o Options) error {
 	if !slices.Contains(SimWorkloads(), o.Workload) {
-		return fmt.Errorf("%w: the sim runtime simulates the %s workload so far (register, append and deliver need the sharding machines in simulation)",
+		return fmt.Errorf("%w: the sim runtime simulates the %s workloads (deliver needs the sender entity, which is not simulated)",
 			ErrUnsupported, strings.Join(SimWorkloads(), ", "))
 	}
 	if o.Image != "" {
 		return fmt.Errorf("%w: the sim runtime simulates the reference node; --image is for --runtime docker", ErrUnsupported)
 	}
-	if len(o.NodeSettings) > 0 {
-		return fmt.Errorf("%w: the sim runtime does not take node settings yet", ErrUnsupported)
-	}
-	if _, err := simNodeArgs(o.NodeArgs); err != nil {
+	if _, err := simConfig(o); err != nil {
 		return err
 	}
 	return nil
+}
+
+// simConfig is the simulated node's configuration: its arguments, then
+// the protocol settings every node gets (which win, as the real node's
+// environment does).
+func simConfig(o Options) (nodes.Config, error) {
+	cfg, err := simNodeArgs(o.NodeArgs)
+	if err != nil {
+		return cfg, err
+	}
+	for _, name := range slices.Sorted(maps.Keys(o.NodeSettings)) {
+		target := map[string]*time.Duration{
+			"passivate-idle-after": &cfg.Sharding.PassivateIdleAfter, "rebalance-interval": &cfg.Sharding.RebalanceInterval,
+			"stable-after": &cfg.Downing.StableAfter, "down-removal-margin": &cfg.DownRemovalMargin,
+		}[name]
+		if target == nil {
+			return cfg, fmt.Errorf("%w: the sim runtime takes the node settings passivate-idle-after, rebalance-interval, stable-after and down-removal-margin, not %s", ErrUnsupported, name)
+		}
+		v := o.NodeSettings[name]
+		d, derr := time.ParseDuration(v)
+		if derr != nil || d < 0 {
+			return cfg, fmt.Errorf("node setting %s=%q: want a duration such as 30ms or 5s", name, v)
+		}
+		*target = d
+	}
+	return cfg, nil
 }
 
 // simNodeArgs reads the node arguments the simulated node takes (the
@@ -101,8 +130,15 @@ func simNodeArgs(args []string) (nodes.Config, error) {
 	fs.DurationVar(&cfg.Downing.StableAfter, "stable-after", 0, "")
 	fs.DurationVar(&cfg.Downing.AutoDownAfter, "auto-down-after", 0, "")
 	fs.DurationVar(&cfg.DownRemovalMargin, "down-removal-margin", 0, "")
+	fs.IntVar(&cfg.Sharding.NumberOfShards, "shards", 0, "")
+	fs.DurationVar(&cfg.Sharding.HandOffTimeout, "hand-off-timeout", 0, "")
+	fs.DurationVar(&cfg.Sharding.RebalanceInterval, "rebalance-interval", 0, "")
+	fs.DurationVar(&cfg.Sharding.PassivateIdleAfter, "passivate-idle-after", 0, "")
 	if err := fs.Parse(args); err != nil {
-		return cfg, fmt.Errorf("%w: the sim runtime takes the node arguments --bugs, --downing, --stable-after, --auto-down-after and --down-removal-margin: %w", ErrUnsupported, err)
+		return cfg, fmt.Errorf("%w: the sim runtime takes the node arguments --bugs, --downing, --stable-after, --auto-down-after, --down-removal-margin, --shards, --hand-off-timeout, --rebalance-interval and --passivate-idle-after: %w", ErrUnsupported, err)
+	}
+	if cfg.Sharding.NumberOfShards < 0 {
+		return cfg, fmt.Errorf("node argument --shards %d: want a positive number", cfg.Sharding.NumberOfShards)
 	}
 	if fs.NArg() > 0 {
 		return cfg, fmt.Errorf("%w: the sim runtime takes no node argument %q", ErrUnsupported, fs.Arg(0))
@@ -117,7 +153,12 @@ func simNodeArgs(args []string) (nodes.Config, error) {
 			cfg.BlindToOneWay = true
 		case node.BugAutoDown:
 			autoDown = true
+		case node.BugEntitySkipReplay:
+			cfg.EntitySkipReplay = true
 		default:
+			if sharding.ParseBug(b, &cfg.Sharding.Bugs) == nil {
+				continue
+			}
 			return cfg, fmt.Errorf("%w: the simulated node has the deliberate bugs %s, not %s", ErrUnsupported, strings.Join(simBugs(), ", "), b)
 		}
 	}
@@ -174,7 +215,7 @@ func Simulate(ctx context.Context, o Options, w workloads.Workload, dir string) 
 // events into dir; it returns the options with the capabilities the
 // simulated node declares.
 func (Sim) simulate(ctx context.Context, t *Test, o Options, dir string) (Options, error) {
-	base, err := simNodeArgs(o.NodeArgs)
+	base, err := simConfig(o)
 	if err != nil {
 		return o, err
 	}
@@ -202,6 +243,7 @@ func (Sim) simulate(ctx context.Context, t *Test, o Options, dir string) (Option
 	var werr error
 	cfg := base
 	cfg.Seed, cfg.Nodes, cfg.Journal, cfg.StartEvery = uint64(o.Seed), o.Nodes, j, simStartEvery
+	cfg.EntityTypes = simEntityTypes()
 	cfg.Events = func(e history.NodeEvent) {
 		if err := ew.Write(e); err != nil && werr == nil {
 			werr = err
@@ -369,29 +411,40 @@ func (s *simRun) final(ctx context.Context, ops []workloads.Op) {
 		for end < len(ops) && ops[end].F == ops[start].F {
 			end++
 		}
+		// As the real final wave: min(ops, concurrency) processes, numbered
+		// after the workers', each taking the next op when it is done.
 		var procs []*simProc
-		for i := start; i < end; i++ {
-			process := o.Concurrency + (i-start)%max(o.Concurrency, 1)
+		next := start
+		for k := range min(end-start, max(o.Concurrency, 1)) {
+			process := o.Concurrency + k
 			procs = append(procs, s.spawn(func(p *simProc) {
-				timeouts := 0
-				for attempt := range finalAttempts {
-					n := s.c.Nodes()[(i+attempt)%len(s.c.Nodes())]
-					kind, ok := s.perform(p, process, n.Name, ops[i])
-					if !ok || kind == history.OK {
-						return
-					}
-					if kind == history.Info {
-						if timeouts++; timeouts >= finalTimeouts {
+				for next < end {
+					i := next
+					next++
+					timeouts := 0
+					for attempt := range finalAttempts {
+						n := s.c.Nodes()[(i+attempt)%len(s.c.Nodes())]
+						kind, ok := s.perform(p, process, n.Name, ops[i])
+						if !ok {
 							return
 						}
-					}
-					if !p.sleep(200 * time.Millisecond) {
-						return
+						if kind == history.OK {
+							break
+						}
+						if kind == history.Info {
+							if timeouts++; timeouts >= finalTimeouts {
+								break
+							}
+						}
+						if !p.sleep(200 * time.Millisecond) {
+							return
+						}
 					}
 				}
 			}))
 		}
-		s.runUntil(ctx, s.w.Now()+time.Duration(finalAttempts)*(o.OpTimeout+time.Second), func() bool {
+		waves := (end - start + len(procs) - 1) / len(procs)
+		s.runUntil(ctx, s.w.Now()+time.Duration(waves*finalAttempts)*(o.OpTimeout+time.Second), func() bool {
 			for _, p := range procs {
 				if !p.co.Done() {
 					return false
@@ -675,6 +728,30 @@ func (s *simRun) kitNode(n *nodes.Node) *kit.Node {
 			}
 			return []protocol.SingletonStatus{st}
 		},
+		Entity: func(ctx context.Context, req protocol.EntityRequest) (protocol.EntityReply, error) {
+			p := procOf(ctx)
+			var rep sharding.Reply
+			var err error
+			answered := false
+			wake := p.waker()
+			s.c.Deliver(n.Name, req.Type, sharding.Message{EntityID: req.ID, Op: req.Op, Payload: req.Payload, Sender: req.Sender},
+				func(r sharding.Reply, e error) {
+					if !answered {
+						answered, rep, err = true, r, e
+						wake()
+					}
+				})
+			if !p.park() || p.timedOut || !answered {
+				return protocol.EntityReply{}, kit.Errorf(protocol.CodeUnknownOutcome, "no answer before the client's timeout")
+			}
+			if err != nil {
+				return protocol.EntityReply{}, node.DeliveryError(err)
+			}
+			return protocol.EntityReply{Shard: rep.Shard, Node: rep.Node, EntityIncarnation: rep.EntityIncarnation, Result: rep.Payload}, nil
+		},
+		EntityTypes:    simEntityTypes(),
+		ShardingStatus: n.Sharding,
+		Coordinator:    true,
 		// The simulation bounds requests itself, in virtual time.
 		RequestTimeout: 24 * time.Hour,
 	}

@@ -60,16 +60,18 @@ func TestSimSameSeedSameBytes(t *testing.T) {
 }
 
 // TestSimRefusesWhatItCannotRun: a workload the simulation does not cover
-// yet, a node argument it does not take, an image, are refused before any
+// (deliver), a node argument, bug or setting it does not take, an image,
+// are refused before any
 // side effect, as unsupported.
 func TestSimRefusesWhatItCannotRun(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		edit func(o *Options)
 	}{
-		{"register", func(o *Options) { o.Workload = "register" }},
+		{"deliver", func(o *Options) { o.Workload = "deliver" }},
 		{"node-arg", func(o *Options) { o.NodeArgs = []string{"--heartbeat-interval=1s"} }},
-		{"bug", func(o *Options) { o.NodeArgs = []string{"--bugs=drop-passivation-buffer"} }},
+		{"bug", func(o *Options) { o.NodeArgs = []string{"--bugs=no-such-bug"} }},
+		{"setting", func(o *Options) { o.NodeSettings = map[string]string{"roles": "a"} }},
 		{"image", func(o *Options) { o.Image = "someone/else:1" }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

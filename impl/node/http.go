@@ -230,7 +230,7 @@ func (n *Node) entity(ctx context.Context, req protocol.EntityRequest) (protocol
 	}
 	rep, err := t.region.Deliver(ctx, sharding.Message{EntityID: req.ID, Op: req.Op, Payload: req.Payload, Sender: req.Sender})
 	if err != nil {
-		return protocol.EntityReply{}, entityError(err)
+		return protocol.EntityReply{}, DeliveryError(err)
 	}
 	return protocol.EntityReply{Shard: rep.Shard, Node: rep.Node, EntityIncarnation: rep.EntityIncarnation, Result: rep.Payload}, nil
 }
@@ -262,11 +262,11 @@ func (n *Node) currentType(name string) *entityType {
 	return inc.entityType(name)
 }
 
-// entityError maps a delivery error to the protocol: definite failures
+// DeliveryError maps a delivery error to the protocol: definite failures
 // are "fail", everything else "unknown". An entity's rejection is answered
 // with its code, a shardtest/1 code (the table gives its status), or one of
 // the entity's own as an unavailable (503) definite failure.
-func entityError(err error) error {
+func DeliveryError(err error) error {
 	var rej *sharding.Rejection
 	switch {
 	case errors.As(err, &rej):

@@ -174,13 +174,22 @@ func (c *coordinator) event(typ, region, shardID, detail string) {
 
 // recover fences the journal id and replays it.
 func (c *coordinator) recover(ctx context.Context) (*State, uint64, int64, error) {
-	epoch, highest, err := c.d.Journal.Fence(ctx, c.pid)
+	return RecoverCoordinator(ctx, c.d.Journal, c.s.TypeName)
+}
+
+// RecoverCoordinator is a starting coordinator's recovery: it fences the
+// journal id of typeName's coordinator (no older instance can write after
+// this) and replays its events into the allocation table. It returns the
+// table, the writer epoch and the last sequence number.
+func RecoverCoordinator(ctx context.Context, j journal.Journal, typeName string) (*State, uint64, int64, error) {
+	pid := CoordinatorPID(typeName)
+	epoch, highest, err := j.Fence(ctx, pid)
 	if err != nil {
-		return nil, 0, 0, fmt.Errorf("sharding coordinator %s: fence: %w", c.s.TypeName, err)
+		return nil, 0, 0, fmt.Errorf("sharding coordinator %s: fence: %w", typeName, err)
 	}
-	evs, err := c.d.Journal.Replay(ctx, c.pid, 1, 0)
+	evs, err := j.Replay(ctx, pid, 1, 0)
 	if err != nil {
-		return nil, 0, 0, fmt.Errorf("sharding coordinator %s: replay: %w", c.s.TypeName, err)
+		return nil, 0, 0, fmt.Errorf("sharding coordinator %s: replay: %w", typeName, err)
 	}
 	st := NewState()
 	var last int64
@@ -190,15 +199,15 @@ func (c *coordinator) recover(ctx context.Context) (*State, uint64, int64, error
 		}
 		var e CoordinatorEvent
 		if err := json.Unmarshal(je.Data, &e); err != nil {
-			return nil, 0, 0, fmt.Errorf("sharding coordinator %s: event %d: %w", c.s.TypeName, je.Seq, err)
+			return nil, 0, 0, fmt.Errorf("sharding coordinator %s: event %d: %w", typeName, je.Seq, err)
 		}
 		if err := st.Apply(e); err != nil {
-			return nil, 0, 0, fmt.Errorf("sharding coordinator %s: event %d: %w", c.s.TypeName, je.Seq, err)
+			return nil, 0, 0, fmt.Errorf("sharding coordinator %s: event %d: %w", typeName, je.Seq, err)
 		}
 		last = je.Seq
 	}
 	if last != highest {
-		return nil, 0, 0, fmt.Errorf("sharding coordinator %s: replay ended at %d, journal has %d", c.s.TypeName, last, highest)
+		return nil, 0, 0, fmt.Errorf("sharding coordinator %s: replay ended at %d, journal has %d", typeName, last, highest)
 	}
 	return st, epoch, highest, nil
 }
@@ -228,7 +237,7 @@ func (c *coordinator) carryOut(effs []CoEffect) {
 			c.d.Events.Append(e.Event)
 		case CoAppend:
 			c.goStep(func(ctx context.Context) CoInput {
-				data, err := encodeEvents(e.Events)
+				data, err := EncodeEvents(e.Events)
 				if err != nil {
 					return CoAppended{Tag: e.Tag, Err: fmt.Errorf("%w: encode events: %w", journal.ErrInvalid, err)}
 				}

@@ -201,8 +201,8 @@ func (s *State) DecideDeallocate(shard, region string) []CoordinatorEvent {
 
 var errNoCandidates = errors.New("sharding: no region registered to host shards")
 
-// encodeEvents marshals events for the journal.
-func encodeEvents(evs []CoordinatorEvent) ([][]byte, error) {
+// EncodeEvents marshals events for the journal (CoAppend's Events).
+func EncodeEvents(evs []CoordinatorEvent) ([][]byte, error) {
 	out := make([][]byte, len(evs))
 	for i, e := range evs {
 		b, err := json.Marshal(e)

@@ -131,7 +131,7 @@ func TestStateDecideRecover(t *testing.T) {
 		t.Fatalf("terminating twice decided %v", evs)
 	}
 
-	data, err := encodeEvents(log)
+	data, err := EncodeEvents(log)
 	if err != nil {
 		t.Fatal(err)
 	}

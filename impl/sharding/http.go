@@ -202,22 +202,30 @@ func (r *Region) serveDeliver(w http.ResponseWriter, ctx context.Context, body [
 		peer.WriteJSON(w, http.StatusOK, rep)
 		return
 	}
+	peer.WriteErrorBody(w, 0, DeliverErrorBody(err))
+}
+
+// DeliverErrorBody is how a region answers a forwarded message that failed
+// (the deliver endpoint's error body, codes of protocol.ScopePeer); the
+// sender reads it back with ClassifyForward. A simulation's network
+// carries the same body.
+func DeliverErrorBody(err error) protocol.ErrorBody {
 	var ee *EntityError
 	var rej *Rejection
+	code := protocol.CodeTimeout
 	switch {
 	case errors.As(err, &rej):
-		peer.WriteErrorBody(w, 0, protocol.ErrorBody{Error: err.Error(), Code: protocol.CodeEntityRejected, Reason: rej.Code})
+		return protocol.ErrorBody{Error: err.Error(), Code: protocol.CodeEntityRejected, Reason: rej.Code}
 	case errors.Is(err, ErrShardNotHere):
-		peer.WriteError(w, protocol.CodeShardNotHere, err.Error())
+		code = protocol.CodeShardNotHere
 	case errors.As(err, &ee):
-		peer.WriteError(w, protocol.CodeEntityError, err.Error())
+		code = protocol.CodeEntityError
 	case errors.Is(err, ErrRegionStopped):
-		peer.WriteError(w, protocol.CodeRegionStopped, err.Error())
+		code = protocol.CodeRegionStopped
 	case errors.Is(err, ErrEntityUnavailable):
-		peer.WriteError(w, protocol.CodeEntityUnavailable, err.Error())
+		code = protocol.CodeEntityUnavailable
 	case errors.Is(err, ErrNotDelivered):
-		peer.WriteError(w, protocol.CodeNotDelivered, err.Error())
-	default:
-		peer.WriteError(w, protocol.CodeTimeout, err.Error())
+		code = protocol.CodeNotDelivered
 	}
+	return protocol.ErrorBody{Error: err.Error(), Code: code}
 }

@@ -561,11 +561,13 @@ func (r *Region) send(env *envelope, home string) (rep Reply, err error, rebuffe
 	if err == nil {
 		return rep, nil, false
 	}
-	return classifyForward(err, env.msg.EntityID, home)
+	return ClassifyForward(err, env.msg.EntityID, home)
 }
 
-// classifyForward maps a failed forward to what the caller learns.
-func classifyForward(err error, entityID, home string) (Reply, error, bool) {
+// ClassifyForward maps a failed forward to what the caller learns: the
+// reply or error to answer, or (rebuffer) that the message certainly
+// reached no entity and waits for the shard's next home.
+func ClassifyForward(err error, entityID, home string) (Reply, error, bool) {
 	var re *peer.RemoteError
 	if errors.As(err, &re) {
 		switch {

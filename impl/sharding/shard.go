@@ -186,7 +186,7 @@ func (w entityWork) do() ShardInput {
 			Clock: r.d.Clock, Journal: r.d.Journal, Logger: r.log,
 			Passivate: func() { w.sh.step(ShPassivate{Entity: e.Entity, Inc: e.Inc}) },
 		}
-		inst, err := startEntity(r.d.Factory, w.run.ctx, ec)
+		inst, err := CallFactory(r.d.Factory, w.run.ctx, ec)
 		w.run.inst = inst
 		if err != nil {
 			w.run.cancel()
@@ -195,7 +195,7 @@ func (w entityWork) do() ShardInput {
 	case HandleMsg:
 		return ShHandled{Entity: e.Entity, Inc: e.Inc, Failed: w.handle(e)}
 	case StopEntity:
-		err := stopEntity(w.run.inst, w.run.ctx)
+		err := CallStop(w.run.inst, w.run.ctx)
 		w.run.cancel()
 		return ShStopped{Entity: e.Entity, Inc: e.Inc, Err: err}
 	}
@@ -219,7 +219,7 @@ func (w entityWork) handle(h HandleMsg) (failed bool) {
 		return false
 	}
 	r := w.sh.r
-	res, herr := handleEntity(w.run.inst, env)
+	res, herr := CallHandle(w.run.inst, env.ctx, env.msg)
 	if herr != nil {
 		env.finish(Reply{}, &EntityError{Entity: h.Entity, Err: herr})
 		return errors.Is(herr, ErrEntityFailed)
@@ -260,7 +260,9 @@ func (t shardTimer) waitEnd() {
 	}
 }
 
-func startEntity(f EntityFactory, ctx context.Context, ec EntityContext) (inst Entity, err error) {
+// CallFactory, CallHandle and CallStop call an entity's code as a shard
+// does: a panic in it is an error of the call, never the node's crash.
+func CallFactory(f EntityFactory, ctx context.Context, ec EntityContext) (inst Entity, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			inst, err = nil, fmt.Errorf("panic in entity factory: %v", p)
@@ -273,16 +275,18 @@ func startEntity(f EntityFactory, ctx context.Context, ec EntityContext) (inst E
 	return inst, err
 }
 
-func handleEntity(inst Entity, env *envelope) (res json.RawMessage, err error) {
+// CallHandle: see CallFactory.
+func CallHandle(inst Entity, ctx context.Context, msg Message) (res json.RawMessage, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			res, err = nil, fmt.Errorf("panic in Handle: %v", p)
 		}
 	}()
-	return inst.Handle(env.ctx, env.msg)
+	return inst.Handle(ctx, msg)
 }
 
-func stopEntity(inst Entity, ctx context.Context) (err error) {
+// CallStop: see CallFactory.
+func CallStop(inst Entity, ctx context.Context) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("panic in Stop: %v", p)

@@ -55,8 +55,12 @@ type incarnation struct {
 	n       *Node
 	process int
 	m       *cluster.MembershipState
-	mgr     *manager
-	proxy   *proxy
+	// mgrs and proxies: the singletons' managers and proxies (the ID
+	// generator's, then each entity type's coordinator's); regions: each
+	// entity type's region.
+	mgrs    []*manager
+	proxies []*proxy
+	regions []*region
 	// heard: when something last arrived from each address (the
 	// transport's member list); metas: what each one's Meta gave.
 	heard   map[string]time.Duration
@@ -65,13 +69,16 @@ type incarnation struct {
 	bound   bool
 	ticking bool
 	stopped bool
-	// leaving: Leave was asked; handedOver: the manager said it will not
-	// run the singleton.
-	leaving, handedOver bool
-	leaveTimer          sim.Event
+	// leaving: Leave was asked (the regions hand their shards off, then
+	// the member becomes Leaving); shardsOff: the regions are done.
+	leaving, shardsOff bool
+	leaveTimer         sim.Event
 	// answers: per address, the exchanges waiting for its answer, oldest
 	// first.
 	answers map[string][]*pendingAnswer
+	// regionCalls: the region protocol requests waiting for an answer.
+	regionCalls map[uint64]func(regionRes)
+	regionID    uint64
 }
 
 // pendingAnswer is an exchange waiting for its answer (done: answered or
@@ -107,7 +114,72 @@ func (inc *incarnation) stop() {
 		return
 	}
 	inc.stopped = true
-	inc.mgr.stop()
+	for _, m := range inc.mgrs {
+		m.stop()
+	}
+}
+
+// manager is the manager of singleton name (nil if none).
+func (inc *incarnation) manager(name string) *manager {
+	for _, m := range inc.mgrs {
+		if m.name == name {
+			return m
+		}
+	}
+	return nil
+}
+
+// proxyOf is the proxy of singleton name (nil if none).
+func (inc *incarnation) proxyOf(name string) *proxy {
+	for _, p := range inc.proxies {
+		if p.name == name {
+			return p
+		}
+	}
+	return nil
+}
+
+// regionOf is the region of entity type typ (nil if none).
+func (inc *incarnation) regionOf(typ string) *region {
+	for _, r := range inc.regions {
+		if r.s.TypeName == typ {
+			return r
+		}
+	}
+	return nil
+}
+
+// handedOver: every manager said it will not run its singleton.
+func (inc *incarnation) handedOver() bool {
+	for _, m := range inc.mgrs {
+		if !m.handedOver {
+			return false
+		}
+	}
+	return true
+}
+
+// shutdown ends the member's sharding and singletons as the real node does
+// when its member ends (downed or left): every region stops its entities
+// at once, every manager stops its instance; done runs once all have.
+func (inc *incarnation) shutdown(done func()) {
+	left := len(inc.mgrs) + len(inc.regions)
+	one := func() {
+		left--
+		if left == 0 {
+			done()
+		}
+	}
+	if left == 0 {
+		done()
+		return
+	}
+	for _, r := range inc.regions {
+		r.stop(one)
+	}
+	for _, m := range inc.mgrs {
+		m.shutdown(one)
+	}
 }
 
 // step steps the membership machine at the virtual time and carries out
@@ -142,8 +214,17 @@ func (inc *incarnation) apply(e cluster.Effect) {
 	case cluster.Log:
 		c.logRecord(n.Name, e)
 	case cluster.ViewChanged:
-		inc.mgr.viewChanged()
-		inc.after(0, "proxy-view", func() { inc.proxy.step(nil) })
+		for _, m := range inc.mgrs {
+			m.viewChanged()
+		}
+		inc.after(0, "proxy-view", func() {
+			for _, p := range inc.proxies {
+				p.step(nil)
+			}
+		})
+		for _, r := range inc.regions {
+			r.viewChanged()
+		}
 		inc.checkLeave()
 	case cluster.SelfDowned:
 		inc.downed()
@@ -351,13 +432,25 @@ func (inc *incarnation) receive(from string, msg any) {
 		}
 		inc.answers[from] = waiting
 	case managerMsg:
-		inc.mgr.receive(from, msg)
+		if m := inc.manager(msg.name); m != nil {
+			m.receive(from, msg)
+		}
 	case managerReply:
-		inc.mgr.answered(msg)
+		if m := inc.manager(msg.name); m != nil {
+			m.answered(msg)
+		}
 	case singletonReq:
-		inc.proxy.serveRemote(from, msg)
+		if p := inc.proxyOf(msg.name); p != nil {
+			p.serveRemote(from, msg)
+		}
 	case singletonRes:
-		inc.proxy.answered(msg)
+		if p := inc.proxyOf(msg.name); p != nil {
+			p.answered(msg)
+		}
+	case regionReq:
+		inc.serveRegion(from, msg)
+	case regionRes:
+		inc.regionAnswered(msg)
 	}
 }
 
@@ -369,7 +462,7 @@ func (inc *incarnation) downed() {
 	n, c := inc.n, inc.n.c
 	c.tracef("%s downed; restarting in %v", n.Name, c.cfg.RestartDelay)
 	inc.step(cluster.InFarewell{})
-	inc.mgr.shutdown(func() {
+	inc.shutdown(func() {
 		snap := inc.m.Snapshot()
 		inc.stop()
 		c.Net.Close(n.addr)
@@ -388,24 +481,63 @@ func (inc *incarnation) downed() {
 	})
 }
 
-// beginLeave starts a graceful leave: the member becomes Leaving, its
-// manager hands the singleton over, then it finishes leaving (or does
-// after the leave timeout, as the real node does).
+// beginLeave starts a graceful leave as the real node does: the regions
+// hand their shards off while the member is still Up, then it becomes
+// Leaving, its managers hand their singletons over, and it finishes
+// leaving — or does after the leave timeout, whatever is not done.
 func (inc *incarnation) beginLeave() {
 	if inc.leaving || inc.gone() {
 		return
 	}
-	if err := inc.step(cluster.InBeginLeave{}); err != nil {
-		return // refused (not joined yet, or down), as the real node's Leave is
-	}
 	inc.leaving = true
-	inc.leaveTimer = inc.after(inc.n.c.cfg.LeaveTimeout, "", inc.finishLeave)
+	inc.leaveTimer = inc.after(inc.n.c.cfg.LeaveTimeout, "", func() {
+		if !inc.shardsOff {
+			inc.shardsHandedOff()
+			return
+		}
+		inc.finishLeave()
+	})
+	left := len(inc.regions)
+	if left == 0 {
+		inc.shardsHandedOff()
+		return
+	}
+	for _, r := range inc.regions {
+		r.leave(func() {
+			left--
+			if left == 0 {
+				inc.shardsHandedOff()
+			}
+		})
+	}
+}
+
+// shardsHandedOff: the regions are done (or the leave timed out); the
+// member becomes Leaving.
+func (inc *incarnation) shardsHandedOff() {
+	if inc.shardsOff || inc.gone() {
+		return
+	}
+	inc.shardsOff = true
+	for _, r := range inc.regions {
+		r.stopLeaving()
+	}
+	if err := inc.step(cluster.InBeginLeave{}); err != nil {
+		// Refused (not joined yet, or down), as the real node's Leave is.
+		inc.leaving, inc.shardsOff = false, false
+		inc.leaveTimer.Cancel()
+		return
+	}
+	if !inc.leaveTimer.Pending() {
+		inc.finishLeave()
+		return
+	}
 	inc.checkLeave()
 }
 
-// checkLeave finishes a leave once the manager has handed over.
+// checkLeave finishes a leave once the managers have handed over.
 func (inc *incarnation) checkLeave() {
-	if inc.leaving && inc.handedOver && inc.leaveTimer.Pending() {
+	if inc.leaving && inc.shardsOff && inc.handedOver() && inc.leaveTimer.Pending() {
 		inc.leaveTimer.Cancel()
 		inc.finishLeave()
 	}
@@ -417,7 +549,7 @@ func (inc *incarnation) finishLeave() { _ = inc.step(cluster.InFinishLeave{}) }
 func (inc *incarnation) left() {
 	n, c := inc.n, inc.n.c
 	c.tracef("%s left", n.Name)
-	inc.mgr.shutdown(func() {
+	inc.shutdown(func() {
 		inc.stop()
 		if n.inc == inc {
 			n.inc = nil

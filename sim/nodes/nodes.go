@@ -30,6 +30,8 @@ import (
 
 	"github.com/shardtest/shardtest/history"
 	"github.com/shardtest/shardtest/impl/cluster"
+	"github.com/shardtest/shardtest/impl/entities"
+	"github.com/shardtest/shardtest/impl/sharding"
 	"github.com/shardtest/shardtest/protocol"
 	"github.com/shardtest/shardtest/protocol/journal"
 	"github.com/shardtest/shardtest/sim"
@@ -64,6 +66,16 @@ type Config struct {
 	// NoFencing and BlindToOneWay are the deliberate bugs
 	// singleton-no-fencing and blind-to-one-way.
 	NoFencing, BlindToOneWay bool
+
+	// EntityTypes are the sharded entity types every node runs (of
+	// protocol.TypeRegister and TypeLog: the sender is not simulated);
+	// none: the nodes run no sharding. Sharding configures each (its
+	// TypeName is set per type; zero fields take the reference node's
+	// defaults, its Bugs the deliberate sharding bugs). EntitySkipReplay
+	// is the deliberate bug entity-skip-replay.
+	EntityTypes      []string
+	Sharding         sharding.Settings
+	EntitySkipReplay bool
 
 	// Events, if set, receives every event a node logs, as the harness
 	// records it (Lo = Hi = the virtual time).
@@ -107,6 +119,10 @@ func (c *Config) setDefaults() {
 	if c.RequestTimeout <= 0 {
 		c.RequestTimeout = 10 * time.Second
 	}
+	if c.Sharding.DownRemovalMargin <= 0 {
+		c.Sharding.DownRemovalMargin = c.DownRemovalMargin
+	}
+	c.Sharding = c.Sharding.WithDefaults()
 }
 
 // epochUnix is the wall-clock time a simulation starts at (2026-01-01
@@ -215,6 +231,8 @@ type Node struct {
 	// ticking: the kinds of periodic work waiting in backlog, so that a
 	// long pause leaves one tick of each, as a Go ticker does.
 	ticking map[string]bool
+	// entityStarts numbers the process's entity incarnations.
+	entityStarts uint64
 }
 
 // Running reports whether the node's process runs (paused or not).
@@ -323,6 +341,7 @@ func (n *Node) startProcess() {
 	n.seq = 0
 	n.restarted, n.prev = false, nil
 	n.paused, n.backlog, n.ticking = false, nil, map[string]bool{}
+	n.entityStarts = 0
 	n.emit(protocol.Event{Type: protocol.EventNodeStarted, Detail: "http " + n.Name + ":8080"})
 	n.startIncarnation()
 }
@@ -343,15 +362,40 @@ func (n *Node) startIncarnation() {
 		MaxGone:       cluster.DefaultMaxGone, Downing: c.cfg.Downing, BlindToOneWay: c.cfg.BlindToOneWay,
 	}
 	inc := &incarnation{n: n, process: n.process, m: cluster.NewMembershipState(mcfg, self),
-		heard: map[string]time.Duration{}, pushing: map[string]bool{}}
+		heard: map[string]time.Duration{}, pushing: map[string]bool{}, regionCalls: map[uint64]func(regionRes){}}
 	n.inc = inc
-	mgr, err := newManager(inc)
-	if err != nil {
-		panic(err) // the configuration is the simulation's own: a bug here
+	// The configuration is the simulation's own: an error here is a bug.
+	must := func(err error) {
+		if err != nil {
+			panic(err)
+		}
 	}
-	inc.mgr = mgr
-	if inc.proxy, err = newProxy(inc); err != nil {
-		panic(err)
+	mgr, err := newManager(inc, SingletonName, nil)
+	must(err)
+	px, err := newProxy(inc, SingletonName)
+	must(err)
+	inc.mgrs, inc.proxies = []*manager{mgr}, []*proxy{px}
+	for _, typ := range c.cfg.EntityTypes {
+		s := c.cfg.Sharding
+		s.TypeName = typ
+		must(s.Validate())
+		name := sharding.CoordinatorName(typ)
+		mgr, err := newManager(inc, name, func(m *manager) (simInstance, error) { return newCoordinator(m, s) })
+		must(err)
+		px, err := newProxy(inc, name)
+		must(err)
+		inc.mgrs, inc.proxies = append(inc.mgrs, mgr), append(inc.proxies, px)
+		r := newRegion(inc, s, px)
+		opts := entities.Options{SkipReplay: c.cfg.EntitySkipReplay}
+		switch typ {
+		case protocol.TypeRegister:
+			r.factory = entities.NewRegister(opts)
+		case protocol.TypeLog:
+			r.factory = entities.NewLog(opts)
+		default:
+			panic(fmt.Sprintf("sim: entity type %q is not simulated", typ))
+		}
+		inc.regions = append(inc.regions, r)
 	}
 	c.tracef("%s starts member %s", n.Name, self.UID())
 	inc.step(cluster.InStart{})

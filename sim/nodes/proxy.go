@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/shardtest/shardtest/impl/cluster"
 	"github.com/shardtest/shardtest/impl/singleton"
@@ -14,15 +15,16 @@ import (
 type (
 	// singletonReq carries a request to the manager on member to.
 	singletonReq struct {
-		to  string
-		id  uint64
-		req singleton.Request
+		name, to string
+		id       uint64
+		req      singleton.Request
 	}
 	// singletonRes answers it.
 	singletonRes struct {
-		id  uint64
-		res json.RawMessage
-		err error
+		name string
+		id   uint64
+		res  json.RawMessage
+		err  error
 	}
 )
 
@@ -32,6 +34,7 @@ type (
 // timer and its deadline.
 type proxy struct {
 	inc    *incarnation
+	name   string
 	st     *singleton.ProxyState
 	seen   uint64
 	viewed bool
@@ -42,18 +45,20 @@ type proxy struct {
 }
 
 type proxyCall struct {
+	req      singleton.Request
 	done     func(json.RawMessage, error)
 	timer    sim.Event
 	deadline sim.Event
 	inFlight bool
 }
 
-func newProxy(inc *incarnation) (*proxy, error) {
-	cfg, err := singleton.ProxyConfigDefaults(singleton.ProxyConfig{Name: SingletonName})
+// newProxy is inc's proxy of singleton name.
+func newProxy(inc *incarnation, name string) (*proxy, error) {
+	cfg, err := singleton.ProxyConfigDefaults(singleton.ProxyConfig{Name: name})
 	if err != nil {
 		return nil, err
 	}
-	return &proxy{inc: inc, st: singleton.NewProxyState(cfg), calls: map[uint64]*proxyCall{},
+	return &proxy{inc: inc, name: name, st: singleton.NewProxyState(cfg), calls: map[uint64]*proxyCall{},
 		remote: map[uint64]func(json.RawMessage, error){}}, nil
 }
 
@@ -90,13 +95,13 @@ func (p *proxy) apply(effs []singleton.ProxyEffect) {
 	}
 }
 
-// call proxies a request; done gets its answer, once.
-func (p *proxy) call(req singleton.Request, done func(json.RawMessage, error)) {
+// call proxies a request, bounded by timeout; done gets its answer, once.
+func (p *proxy) call(req singleton.Request, timeout time.Duration, done func(json.RawMessage, error)) {
 	p.next++
 	id := p.next
-	c := &proxyCall{done: done}
+	c := &proxyCall{req: req, done: done}
 	p.calls[id] = c
-	c.deadline = p.inc.after(p.inc.n.c.cfg.RequestTimeout, "", func() {
+	c.deadline = p.inc.after(timeout, "", func() {
 		if c.inFlight {
 			// The attempt in flight was made under the request's context:
 			// it ends with it, its outcome unknown.
@@ -141,14 +146,14 @@ func (p *proxy) attempt(id uint64, target cluster.MemberState) {
 		}
 		p.end(id, res, out)
 	}
-	req := singleton.Request{Op: singleton.OpNextID}
+	req := c.req
 	if target.UID() == p.inc.m.Self().UID() {
-		p.inc.mgr.handle(req, outcome)
+		p.inc.manager(p.name).handle(req, outcome)
 		return
 	}
 	n, c2 := p.inc.n, p.inc.n.c
 	p.remote[id] = outcome
-	c2.Net.SendReliable(n.addr, target.GossipAddr, singletonReq{to: target.UID(), id: id, req: req}, c2.cfg.RequestTimeout,
+	c2.Net.SendReliable(n.addr, target.GossipAddr, singletonReq{name: p.name, to: target.UID(), id: id, req: req}, c2.cfg.RequestTimeout,
 		func(error) {
 			// Never delivered (cut, or nothing listens): the request was
 			// not sent, so nothing happened; try again.
@@ -164,13 +169,13 @@ func (p *proxy) attempt(id uint64, target cluster.MemberState) {
 func (p *proxy) serveRemote(from string, r singletonReq) {
 	n, c := p.inc.n, p.inc.n.c
 	answer := func(res json.RawMessage, err error) {
-		c.Net.SendReliable(n.addr, from, singletonRes{id: r.id, res: res, err: err}, c.cfg.RequestTimeout, nil)
+		c.Net.SendReliable(n.addr, from, singletonRes{name: p.name, id: r.id, res: res, err: err}, c.cfg.RequestTimeout, nil)
 	}
 	if r.to != p.inc.m.Self().UID() {
 		answer(nil, fmt.Errorf("%w: wrong member: this is %s", singleton.ErrNotRunning, p.inc.m.Self().UID()))
 		return
 	}
-	p.inc.mgr.handle(r.req, answer)
+	p.inc.manager(p.name).handle(r.req, answer)
 }
 
 // answered takes the answer to a request this proxy sent.
@@ -190,8 +195,10 @@ func (c *Cluster) NextID(name string, done func(json.RawMessage, error)) {
 		return
 	}
 	n.run("", func() {
-		if inc := n.inc; inc != nil && inc.proxy != nil {
-			inc.proxy.call(singleton.Request{Op: singleton.OpNextID}, done)
+		if inc := n.inc; inc != nil {
+			if p := inc.proxyOf(SingletonName); p != nil {
+				p.call(singleton.Request{Op: singleton.OpNextID}, c.cfg.RequestTimeout, done)
+			}
 		}
 	})
 }

@@ -19,12 +19,13 @@ const SingletonName = "id-generator"
 type (
 	// managerMsg is a manager's request to the manager of member To.
 	managerMsg struct {
-		op, from, to string
-		id           uint64
+		name, op, from, to string
+		id                 uint64
 	}
 	// managerReply answers it: Said is the state the receiver answered,
 	// err why it did not.
 	managerReply struct {
+		name string
 		id   uint64
 		said string
 		err  string
@@ -46,9 +47,13 @@ const (
 // stop take a while.
 type manager struct {
 	inc  *incarnation
-	cfg  singleton.Config
-	st   *singleton.ManagerState
-	seen uint64 // the version of the last view stepped
+	name string
+	// newInstance starts an instance (its factory); nil: the ID
+	// generator's.
+	newInstance func(m *manager) (simInstance, error)
+	cfg         singleton.Config
+	st          *singleton.ManagerState
+	seen        uint64 // the version of the last view stepped
 
 	stateTimer, stopTimer sim.Event
 	inst                  *instance
@@ -58,7 +63,36 @@ type manager struct {
 	// shutDone, when set, is called once the instance has stopped after
 	// a shutdown.
 	shutDone func()
+	// handedOver: the manager said it will not run the singleton (a
+	// leave may finish).
+	handedOver bool
 }
+
+// simInstance is a running instance as the simulated manager serves it:
+// handle answers a request through reply, exactly once, now or later;
+// stop ends whatever the instance does in the background.
+type simInstance interface {
+	handle(req singleton.Request, reply func(json.RawMessage, error))
+	stop()
+}
+
+// idGenerator is the real ID generator over the node's journal, as an
+// instance: its Handle answers at once (the journal does), and its reply
+// names the instance that served it, as the real node's does.
+type idGenerator struct {
+	inst singleton.Instance
+	host protocol.SingletonInstance
+}
+
+func (g idGenerator) handle(req singleton.Request, reply func(json.RawMessage, error)) {
+	res, err := g.inst.Handle(context.Background(), req)
+	if err == nil {
+		res, err = hosted(res, g.host)
+	}
+	reply(res, err)
+}
+
+func (g idGenerator) stop() {}
 
 // sent is a request waiting for its answer.
 type sent struct {
@@ -76,7 +110,7 @@ type instance struct {
 	stopping bool
 	stopNow  bool
 	end      sim.Event
-	inst     singleton.Instance
+	impl     simInstance
 	host     protocol.SingletonInstance
 	queue    []*instanceRequest
 	busy     bool
@@ -89,15 +123,22 @@ type instanceRequest struct {
 	reply func(json.RawMessage, error)
 }
 
-func newManager(inc *incarnation) (*manager, error) {
+// newManager is the manager of singleton name on inc; newInstance nil:
+// the ID generator.
+func newManager(inc *incarnation, name string, newInstance func(m *manager) (simInstance, error)) (*manager, error) {
 	c := inc.n.c
-	cfg, err := singleton.Config{Name: SingletonName, RetryInterval: c.cfg.RetryInterval,
+	cfg, err := singleton.Config{Name: name, RetryInterval: c.cfg.RetryInterval,
 		DownRemovalMargin: c.cfg.DownRemovalMargin}.Normalized()
 	if err != nil {
 		return nil, err
 	}
-	return &manager{inc: inc, cfg: cfg, st: singleton.NewManagerState(cfg, nil), pending: map[uint64]*sent{}}, nil
+	return &manager{inc: inc, name: name, newInstance: newInstance, cfg: cfg, st: singleton.NewManagerState(cfg, nil),
+		pending: map[uint64]*sent{}}, nil
 }
+
+// isIDGenerator: this manager runs the ID generator (whose lives the
+// cluster records).
+func (m *manager) isIDGenerator() bool { return m.newInstance == nil }
 
 // viewChanged: the membership's view changed; the manager takes it in a
 // step of its own, as the real one does when Changed fires.
@@ -147,7 +188,7 @@ func (m *manager) apply(e singleton.Effect) {
 	case singleton.CancelStopTimer:
 		m.stopTimer.Cancel()
 	case singleton.HandedOver:
-		inc.handedOver = true
+		m.handedOver = true
 		inc.checkLeave()
 	case singleton.Reply:
 		// Only a message's step replies; receive takes it.
@@ -163,9 +204,13 @@ func (m *manager) apply(e singleton.Effect) {
 func (m *manager) start(num int) {
 	c := m.inc.n.c
 	self := m.inc.m.Self()
-	c.lives = append(c.lives, Life{Node: m.inc.n.Name, Member: self.UID(), Num: num, From: c.World.Now()})
+	life := -1
+	if m.isIDGenerator() {
+		c.lives = append(c.lives, Life{Node: m.inc.n.Name, Member: self.UID(), Num: num, From: c.World.Now()})
+		life = len(c.lives) - 1
+	}
 	m.started++
-	in := &instance{num: num, life: len(c.lives) - 1,
+	in := &instance{num: num, life: life,
 		host: protocol.SingletonInstance{Node: m.inc.n.Name, Incarnation: self.Incarnation, Instance: int64(m.started)}}
 	m.inst = in
 	m.inc.after(jitter(c, instanceStartTime), "", func() {
@@ -175,18 +220,27 @@ func (m *manager) start(num int) {
 			}
 			return
 		}
-		factory := singleton.IDGeneratorWith(nodeJournal{c, m.inc.n.Name}, "singleton/"+SingletonName,
-			singleton.IDGeneratorOptions{NoFencing: c.cfg.NoFencing})
-		inst, err := factory(context.Background())
+		var impl simInstance
+		var err error
+		if m.newInstance != nil {
+			impl, err = m.newInstance(m)
+		} else {
+			factory := singleton.IDGeneratorWith(nodeJournal{c, m.inc.n.Name}, "singleton/"+SingletonName,
+				singleton.IDGeneratorOptions{NoFencing: c.cfg.NoFencing})
+			var inst singleton.Instance
+			if inst, err = factory(context.Background()); err == nil {
+				impl = idGenerator{inst: inst, host: in.host}
+			}
+		}
 		if err != nil {
 			m.failQueue("instance failed to start")
-			m.inc.n.emit(protocol.Event{Type: protocol.EventSingletonFailed, Member: self.UID(), Singleton: SingletonName,
+			m.inc.n.emit(protocol.Event{Type: protocol.EventSingletonFailed, Member: self.UID(), Singleton: m.name,
 				Detail: fmt.Sprintf("instance %d failed to start: %v", num, err)})
 			m.finish(in, "", fmt.Errorf("start: %w", err))
 			return
 		}
-		in.inst, in.live = inst, true
-		m.inc.n.emit(protocol.Event{Type: protocol.EventSingletonStarted, Member: self.UID(), Singleton: SingletonName,
+		in.impl, in.live = impl, true
+		m.inc.n.emit(protocol.Event{Type: protocol.EventSingletonStarted, Member: self.UID(), Singleton: m.name,
 			Detail: fmt.Sprintf("instance %d", num)})
 		m.serveNext()
 	})
@@ -198,7 +252,7 @@ func (m *manager) handle(req singleton.Request, reply func(json.RawMessage, erro
 	in := m.inst
 	switch {
 	case in == nil:
-		reply(nil, fmt.Errorf("%w: singleton %s", singleton.ErrNotRunning, SingletonName))
+		reply(nil, fmt.Errorf("%w: singleton %s", singleton.ErrNotRunning, m.name))
 		return
 	case in.stopping && (in.stopNow || !in.busy && len(in.queue) == 0):
 		reply(nil, fmt.Errorf("%w: instance is stopping", singleton.ErrNotRunning))
@@ -225,22 +279,31 @@ func (m *manager) serveNext() {
 	r := in.queue[0]
 	in.queue = in.queue[1:]
 	m.inc.after(jitter(m.inc.n.c, instanceServeTime), "", func() {
-		in.busy = false
-		res, err := in.inst.Handle(context.Background(), r.req)
-		if err == nil {
-			res, err = hosted(res, in.host)
+		if m.inst != in || !in.live {
+			return // ended meanwhile: it failed the queue
 		}
-		r.reply(res, err)
-		if singleton.InstanceFailed(err) {
-			m.failQueue("instance failed before the request's turn")
-			m.inc.n.emit(protocol.Event{Type: protocol.EventSingletonFailed, Member: m.inc.m.Self().UID(), Singleton: SingletonName,
-				Detail: fmt.Sprintf("instance %d: %v", in.num, err)})
-			in.stopping = true
-			in.failed = err
-			m.scheduleEnd(in)
-			return
-		}
-		m.serveNext()
+		answered := false
+		in.impl.handle(r.req, func(res json.RawMessage, err error) {
+			if answered {
+				return
+			}
+			answered = true
+			r.reply(res, err)
+			if m.inst != in || m.inc.gone() {
+				return
+			}
+			in.busy = false
+			if singleton.InstanceFailed(err) {
+				m.failQueue("instance failed before the request's turn")
+				m.inc.n.emit(protocol.Event{Type: protocol.EventSingletonFailed, Member: m.inc.m.Self().UID(), Singleton: m.name,
+					Detail: fmt.Sprintf("instance %d: %v", in.num, err)})
+				in.stopping = true
+				in.failed = err
+				m.scheduleEnd(in)
+				return
+			}
+			m.serveNext()
+		})
 	})
 }
 
@@ -304,12 +367,17 @@ func (m *manager) finish(in *instance, detail string, failErr error) {
 	}
 	in.end.Cancel()
 	c := m.inc.n.c
-	c.lives[in.life].Till = c.World.Now()
+	if in.life >= 0 {
+		c.lives[in.life].Till = c.World.Now()
+	}
 	m.failQueue("instance stopped before the request's turn")
 	m.inst = nil
+	if in.impl != nil {
+		in.impl.stop()
+	}
 	if in.live {
 		m.inc.n.emit(protocol.Event{Type: protocol.EventSingletonStopped, Member: m.inc.m.Self().UID(),
-			Singleton: SingletonName, Detail: detail})
+			Singleton: m.name, Detail: detail})
 	}
 	m.step(singleton.InInstanceDone{Err: failErr})
 	if m.inst == nil && m.shutDone != nil {
@@ -338,9 +406,14 @@ func (m *manager) stop() {
 	if in := m.inst; in != nil {
 		c := m.inc.n.c
 		in.end.Cancel()
-		c.lives[in.life].Till = c.World.Now()
+		if in.life >= 0 {
+			c.lives[in.life].Till = c.World.Now()
+		}
 		in.queue = nil // the process is gone: nobody answers
 		m.inst = nil
+		if in.impl != nil {
+			in.impl.stop()
+		}
 	}
 }
 
@@ -365,7 +438,7 @@ func (m *manager) send(s singleton.Send) {
 		}
 	})
 	m.pending[id] = p
-	c.Net.SendReliable(inc.n.addr, ms.GossipAddr, managerMsg{op: s.Op, from: inc.m.Self().UID(), to: s.To, id: id}, timeout, nil)
+	c.Net.SendReliable(inc.n.addr, ms.GossipAddr, managerMsg{name: m.name, op: s.Op, from: inc.m.Self().UID(), to: s.To, id: id}, timeout, nil)
 }
 
 var errAttemptTimeout = errors.New("singleton request: no answer before the attempt's timeout")
@@ -374,7 +447,7 @@ var errAttemptTimeout = errors.New("singleton request: no answer before the atte
 func (m *manager) receive(from string, msg managerMsg) {
 	inc := m.inc
 	c := inc.n.c
-	reply := managerReply{id: msg.id}
+	reply := managerReply{name: m.name, id: msg.id}
 	if msg.to != inc.m.Self().UID() {
 		reply.err = "wrong member: this is " + inc.m.Self().UID()
 	} else {
@@ -412,10 +485,10 @@ func (m *manager) answered(r managerReply) {
 // node's member (starting, running or stopping, as the real manager's
 // status counts it), and the running one's identity.
 func (n *Node) Singleton() (running bool, instance *protocol.SingletonInstance) {
-	if n.inc == nil || n.inc.mgr.inst == nil {
+	if n.inc == nil || n.inc.manager(SingletonName).inst == nil {
 		return false, nil
 	}
-	in := n.inc.mgr.inst
+	in := n.inc.manager(SingletonName).inst
 	if in.live {
 		h := in.host
 		return true, &h
