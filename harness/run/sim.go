@@ -749,6 +749,27 @@ func (s *simRun) kitNode(n *nodes.Node) *kit.Node {
 			}
 			return protocol.EntityReply{Shard: rep.Shard, Node: rep.Node, EntityIncarnation: rep.EntityIncarnation, Result: rep.Payload}, nil
 		},
+		Leave: func(context.Context) error {
+			s.c.Leave(n.Name)
+			return nil
+		},
+		Down: func(_ context.Context, member string) (string, error) {
+			snap, ok := n.Snapshot()
+			if !ok {
+				return "", kit.Errorf(protocol.CodeNotReady, "no member running")
+			}
+			uid, err := node.MemberToDown(snap, member)
+			if err != nil {
+				return "", err
+			}
+			return uid, node.DownError(s.c.DownNow(n.Name, uid))
+		},
+		Tell: func(_ context.Context, req protocol.EntityRequest) error {
+			if !s.c.Tell(n.Name, req.Type, sharding.Message{EntityID: req.ID, Op: req.Op, Payload: req.Payload, Sender: req.Sender}) {
+				return kit.Errorf(protocol.CodeDropped, "fire-and-forget queue of this sender is full")
+			}
+			return nil
+		},
 		EntityTypes:    simEntityTypes(),
 		ShardingStatus: n.Sharding,
 		Coordinator:    true,

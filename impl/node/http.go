@@ -376,25 +376,37 @@ func (n *Node) down(_ context.Context, member string) (string, error) {
 	if inc == nil {
 		return "", kit.Errorf(protocol.CodeNotReady, "no member running")
 	}
-	uid := member
-	if !strings.Contains(uid, "@") {
-		uid = ""
-		for _, m := range inc.cluster.Snapshot().Members {
-			if m.Name == member && !m.Status.Final() {
-				uid = m.UID()
-			}
-		}
-		if uid == "" {
-			return "", kit.Errorf(protocol.CodeUnknownMember, "no member of node %q is up", member)
+	uid, err := MemberToDown(inc.cluster.Snapshot(), member)
+	if err != nil {
+		return "", err
+	}
+	return uid, DownError(inc.cluster.Down(uid))
+}
+
+// MemberToDown is the member an operator's down names: a member uid as
+// given, or the node name's member that is not Down or Removed.
+func MemberToDown(snap cluster.Snapshot, member string) (string, error) {
+	if strings.Contains(member, "@") {
+		return member, nil
+	}
+	for _, m := range snap.Members {
+		if m.Name == member && !m.Status.Final() {
+			return m.UID(), nil
 		}
 	}
-	switch err := inc.cluster.Down(uid); {
+	return "", kit.Errorf(protocol.CodeUnknownMember, "no member of node %q is up", member)
+}
+
+// DownError is how the protocol answers the membership's refusal of a
+// down (nil: downed).
+func DownError(err error) error {
+	switch {
+	case err == nil:
+		return nil
 	case errors.Is(err, cluster.ErrUnknownMember):
-		return "", kit.Errorf(protocol.CodeUnknownMember, "%w", err)
-	case err != nil:
-		return "", kit.Errorf(protocol.CodeNotReady, "%w", err)
+		return kit.Errorf(protocol.CodeUnknownMember, "%w", err)
 	}
-	return uid, nil
+	return kit.Errorf(protocol.CodeNotReady, "%w", err)
 }
 
 // Leave starts a graceful leave in the background: hand over, then leave.

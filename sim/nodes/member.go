@@ -79,6 +79,8 @@ type incarnation struct {
 	// regionCalls: the region protocol requests waiting for an answer.
 	regionCalls map[uint64]func(regionRes)
 	regionID    uint64
+	// tells: the fire-and-forget messages queued per sender.
+	tells map[string][]tell
 }
 
 // pendingAnswer is an exchange waiting for its answer (done: answered or

@@ -362,7 +362,7 @@ func (n *Node) startIncarnation() {
 		MaxGone:       cluster.DefaultMaxGone, Downing: c.cfg.Downing, BlindToOneWay: c.cfg.BlindToOneWay,
 	}
 	inc := &incarnation{n: n, process: n.process, m: cluster.NewMembershipState(mcfg, self),
-		heard: map[string]time.Duration{}, pushing: map[string]bool{}, regionCalls: map[uint64]func(regionRes){}}
+		heard: map[string]time.Duration{}, pushing: map[string]bool{}, regionCalls: map[uint64]func(regionRes){}, tells: map[string][]tell{}}
 	n.inc = inc
 	// The configuration is the simulation's own: an error here is a bug.
 	must := func(err error) {
@@ -521,6 +521,17 @@ func (c *Cluster) Heal() {
 func (c *Cluster) CutJournal(name string, cut bool) { c.journalCut[name] = cut }
 
 // Down has node at down member uid, as an operator would.
+// DownNow downs uid on node at's word now (the node's process runs and
+// is not paused: its caller is in it) and returns the membership's
+// refusal, if any.
+func (c *Cluster) DownNow(at, uid string) error {
+	n := c.Node(at)
+	if n == nil || n.inc == nil {
+		return fmt.Errorf("node %s: its process is not running", at)
+	}
+	return n.inc.step(cluster.InDown{UID: uid})
+}
+
 func (c *Cluster) Down(at, uid string) {
 	if n := c.Node(at); n != nil && n.inc != nil {
 		n.run("", func() { n.inc.step(cluster.InDown{UID: uid}) })

@@ -86,12 +86,26 @@ type regionMsg struct {
 	shard    string
 	deadline time.Duration
 	answer   func(sharding.Reply, error)
+	// placed, if set, runs once the message's place among its shard's
+	// messages is fixed (a tell's next may follow): queued here, buffered,
+	// or — sent straight to its home — answered or buffered after all.
+	placed func()
+	// sending: on its way straight to its home (a caller's direct send).
+	sending bool
 }
 
 func (m *regionMsg) done(rep sharding.Reply, err error) {
 	if a := m.answer; a != nil {
 		m.answer = nil
 		a(rep, err)
+	}
+	m.place()
+}
+
+func (m *regionMsg) place() {
+	if p := m.placed; p != nil {
+		m.placed = nil
+		p()
 	}
 }
 
@@ -152,18 +166,31 @@ func (r *region) register() {
 }
 
 // deliver routes a caller's message; answer gets its outcome (never if
-// the process ends first: the caller's own timeout ends the wait).
-func (r *region) deliver(msg sharding.Message, answer func(sharding.Reply, error)) {
+// the process ends first: the caller's own timeout ends the wait), placed
+// (if set) runs once its place among its shard's messages is fixed.
+func (r *region) deliver(msg sharding.Message, placed func(), answer func(sharding.Reply, error)) {
+	fail := func(err error) {
+		answer(sharding.Reply{}, err)
+		if placed != nil {
+			placed()
+		}
+	}
 	if r.stopped {
-		answer(sharding.Reply{}, fmt.Errorf("%w: %s", sharding.ErrRegionStopped, r.s.TypeName))
+		fail(fmt.Errorf("%w: %s", sharding.ErrRegionStopped, r.s.TypeName))
 		return
 	}
 	if msg.EntityID == "" {
-		answer(sharding.Reply{}, fmt.Errorf("%w: empty entity id", sharding.ErrBadMessage))
+		fail(fmt.Errorf("%w: empty entity id", sharding.ErrBadMessage))
 		return
 	}
 	m := r.newMsg(msg, answer)
-	r.whenFresh(m, func() { r.step(sharding.RgSubmit{Msg: r.rmsg(m)}) })
+	m.placed = placed
+	r.whenFresh(m, func() {
+		r.step(sharding.RgSubmit{Msg: r.rmsg(m)})
+		if !m.sending {
+			m.place()
+		}
+	})
 }
 
 // whenFresh runs f once the member may serve (not just thawed), checking
@@ -291,6 +318,7 @@ func (r *region) forward(f sharding.Forward) {
 		requeue()
 		return
 	}
+	m.sending = !f.Flush
 	r.inc.callRegion(ms, regionReq{typ: r.s.TypeName, op: opDeliver, msg: m.msg}, m.deadline-r.now(), func(res regionRes, sent bool) {
 		if r.inc.gone() {
 			return
@@ -307,6 +335,7 @@ func (r *region) forward(f sharding.Forward) {
 		}
 		if rebuffer {
 			requeue()
+			m.place()
 			return
 		}
 		m.done(rep, err)
@@ -624,8 +653,59 @@ func (c *Cluster) Deliver(name, typ string, msg sharding.Message, done func(shar
 			done(sharding.Reply{}, fmt.Errorf("%w: no entity type %q", sharding.ErrBadMessage, typ))
 			return
 		}
-		r.deliver(msg, done)
+		r.deliver(msg, nil, done)
 	})
+}
+
+// tellLimit bounds the fire-and-forget messages queued per sender, as the
+// real node's.
+const tellLimit = 1000
+
+// Tell accepts a fire-and-forget message for the region of typ on node
+// name, as the real node does: one FIFO queue per sender, the next
+// message submitted once the previous one's place is fixed, so that one
+// sender's tells reach an entity in order (at most once). It reports
+// false if the message was refused (the sender's queue is full, or the
+// node runs no such type); the process must be running and not paused
+// (its caller is in it).
+func (c *Cluster) Tell(name, typ string, msg sharding.Message) bool {
+	n := c.Node(name)
+	if n == nil || n.inc == nil || n.inc.regionOf(typ) == nil {
+		return false
+	}
+	inc := n.inc
+	q := inc.tells[msg.Sender]
+	if len(q) >= tellLimit {
+		return false
+	}
+	inc.tells[msg.Sender] = append(q, tell{typ, msg})
+	if len(q) == 0 {
+		inc.drainTells(msg.Sender)
+	}
+	return true
+}
+
+// tell is a queued fire-and-forget message.
+type tell struct {
+	typ string
+	msg sharding.Message
+}
+
+// drainTells submits the sender's first queued tell, and the next once
+// its place is fixed.
+func (inc *incarnation) drainTells(sender string) {
+	q := inc.tells[sender]
+	if len(q) == 0 || inc.gone() {
+		delete(inc.tells, sender)
+		return
+	}
+	t := q[0]
+	next := func() {
+		inc.tells[sender] = inc.tells[sender][1:]
+		inc.drainTells(sender)
+	}
+	r := inc.regionOf(t.typ)
+	r.deliver(t.msg, next, func(sharding.Reply, error) {})
 }
 
 // Sharding is the node's sharding status (nil when its process is not
