@@ -12,7 +12,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -22,7 +21,6 @@ import (
 	"github.com/shardtest/shardtest/history"
 	"github.com/shardtest/shardtest/impl/cluster"
 	"github.com/shardtest/shardtest/impl/node"
-	"github.com/shardtest/shardtest/impl/persistence"
 	"github.com/shardtest/shardtest/impl/sharding"
 	"github.com/shardtest/shardtest/nemesis"
 	"github.com/shardtest/shardtest/protocol"
@@ -219,22 +217,6 @@ func (Sim) simulate(ctx context.Context, t *Test, o Options, dir string) (Option
 	if err != nil {
 		return o, err
 	}
-	// The journal's file is the simulation's scratch: in memory where the
-	// machine has a tmpfs.
-	tmp := ""
-	if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
-		tmp = "/dev/shm"
-	}
-	jdir, err := os.MkdirTemp(tmp, "shardtest-sim-journal-")
-	if err != nil {
-		return o, fmt.Errorf("sim: journal: %w", err)
-	}
-	defer os.RemoveAll(jdir)
-	j, err := persistence.Open(filepath.Join(jdir, "journal.db"), persistence.StoreOptions{NoSync: true})
-	if err != nil {
-		return o, fmt.Errorf("sim: journal: %w", err)
-	}
-	defer j.Close()
 	ew, err := history.CreateEvents(filepath.Join(dir, history.EventsFile))
 	if err != nil {
 		return o, err
@@ -242,7 +224,8 @@ func (Sim) simulate(ctx context.Context, t *Test, o Options, dir string) (Option
 	defer ew.Close()
 	var werr error
 	cfg := base
-	cfg.Seed, cfg.Nodes, cfg.Journal, cfg.StartEvery = uint64(o.Seed), o.Nodes, j, simStartEvery
+	// The journal is the simulation's own, in memory (sim.Journal).
+	cfg.Seed, cfg.Nodes, cfg.StartEvery = uint64(o.Seed), o.Nodes, simStartEvery
 	cfg.EntityTypes = simEntityTypes()
 	cfg.Events = func(e history.NodeEvent) {
 		if err := ew.Write(e); err != nil && werr == nil {

@@ -22,40 +22,49 @@ func simOptions(name string) Options {
 }
 
 // TestSimSameSeedSameBytes: a faulty simulated run of the reference node
-// is valid, and its options and seed write the same history and node
-// events, byte for byte, each time; another seed writes others.
+// (the ID generator, and sharding with the register workload) is valid,
+// and its options and seed write the same history and node events, byte
+// for byte, each time; another seed writes others.
 func TestSimSameSeedSameBytes(t *testing.T) {
-	run := func(seed int64) (hist, events []byte, res Result) {
-		o := simOptions("sim-same")
-		o.Seed = seed
-		test := &Test{Options: o, Runtime: Sim{}, Workload: workloads.IDGen{}, Log: quiet()}
-		res, err := test.Run(context.Background(), t.TempDir())
-		if err != nil {
-			t.Fatal(err)
-		}
-		hist, err = os.ReadFile(filepath.Join(res.Dir, history.HistoryFile))
-		if err != nil {
-			t.Fatal(err)
-		}
-		events, err = os.ReadFile(filepath.Join(res.Dir, history.EventsFile))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return hist, events, res
-	}
-	h1, e1, res := run(3)
-	if res.Verdict != checker.Valid {
-		t.Fatalf("verdict %s, want valid: %+v", res.Verdict, res.Checks)
-	}
-	if res.Summary.Nemesis < 2 || res.Summary.OK < 1000 {
-		t.Fatalf("the run did too little to show anything: %+v", res.Summary)
-	}
-	h2, e2, _ := run(3)
-	if !bytes.Equal(h1, h2) || !bytes.Equal(e1, e2) {
-		t.Fatalf("one seed, two histories (%d vs %d bytes) or event logs (%d vs %d bytes)", len(h1), len(h2), len(e1), len(e2))
-	}
-	if h3, _, _ := run(4); bytes.Equal(h1, h3) {
-		t.Fatal("two seeds wrote the same history")
+	for _, workload := range []string{"idgen", "register"} {
+		t.Run(workload, func(t *testing.T) {
+			w, err := workloads.Named(workload)
+			if err != nil {
+				t.Fatal(err)
+			}
+			run := func(seed int64) (hist, events []byte, res Result) {
+				o := simOptions("sim-same")
+				o.Seed, o.Workload = seed, workload
+				test := &Test{Options: o, Runtime: Sim{}, Workload: w, Log: quiet()}
+				res, err := test.Run(context.Background(), t.TempDir())
+				if err != nil {
+					t.Fatal(err)
+				}
+				hist, err = os.ReadFile(filepath.Join(res.Dir, history.HistoryFile))
+				if err != nil {
+					t.Fatal(err)
+				}
+				events, err = os.ReadFile(filepath.Join(res.Dir, history.EventsFile))
+				if err != nil {
+					t.Fatal(err)
+				}
+				return hist, events, res
+			}
+			h1, e1, res := run(3)
+			if res.Verdict != checker.Valid {
+				t.Fatalf("verdict %s, want valid: %+v", res.Verdict, res.Checks)
+			}
+			if res.Summary.Nemesis < 2 || res.Summary.OK < 1000 {
+				t.Fatalf("the run did too little to show anything: %+v", res.Summary)
+			}
+			h2, e2, _ := run(3)
+			if !bytes.Equal(h1, h2) || !bytes.Equal(e1, e2) {
+				t.Fatalf("one seed, two histories (%d vs %d bytes) or event logs (%d vs %d bytes)", len(h1), len(h2), len(e1), len(e2))
+			}
+			if h3, _, _ := run(4); bytes.Equal(h1, h3) {
+				t.Fatal("two seeds wrote the same history")
+			}
+		})
 	}
 }
 

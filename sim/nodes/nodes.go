@@ -45,7 +45,8 @@ type Config struct {
 	// Link is how every direction between nodes behaves until a fault
 	// changes it (default: 1 ms delay, 2 ms jitter, no loss).
 	Link sim.Link
-	// Journal is the journal every node uses (up-numbers); required.
+	// Journal is the journal every node uses (nil: a sim.Journal, in
+	// memory, stamped with the virtual time).
 	Journal journal.Journal
 	// StartEvery: node i (from 0) starts at i × StartEvery; 0 starts all
 	// at once. Started together, the nodes draw their up-numbers (their
@@ -158,13 +159,13 @@ func New(cfg Config) (*Cluster, error) {
 	if cfg.Nodes < 1 {
 		return nil, fmt.Errorf("sim nodes: %d nodes: want at least 1", cfg.Nodes)
 	}
-	if cfg.Journal == nil {
-		return nil, fmt.Errorf("sim nodes: a journal is required")
-	}
 	if err := cfg.Downing.Validate(); err != nil {
 		return nil, fmt.Errorf("sim nodes: %w", err)
 	}
 	w := sim.New(cfg.Seed)
+	if cfg.Journal == nil {
+		cfg.Journal = sim.NewJournal(func() time.Time { return time.Unix(epochUnix, 0).UTC().Add(w.Now()) })
+	}
 	c := &Cluster{cfg: cfg, World: w, Net: sim.NewNetwork(w, cfg.Link), journalCut: map[string]bool{}}
 	for i := range cfg.Nodes {
 		n := &Node{c: c, Name: fmt.Sprintf("n%d", i+1)}
