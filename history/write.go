@@ -20,7 +20,7 @@ type Writer struct {
 	start time.Time
 	// now, if set, is the run's time instead of the monotonic clock's (a
 	// simulation's virtual time).
-	now  func() int64
+	now func() int64
 	// buffered: lines reach the file when the buffer fills and at Close,
 	// not one by one (a simulation: a run that dies replays from its seed).
 	buffered bool
