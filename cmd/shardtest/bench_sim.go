@@ -24,12 +24,13 @@ func newBenchSimCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "sim",
 		Short: "how much faster than real time a simulated run goes, by cluster size and rate",
-		Long: `Simulate one test (run's flags; by default a 60 s idgen run, as fast as
-its workers go) for each --nodes and --rate, --repeat times each, and time
+		Long: `Simulate one test (run's flags; by default a 60 s register run, as fast
+as its workers go) for each --nodes and --rate, --repeat times each, and time
 the simulation alone (not the checks): the wall time, and the virtual time
 it covered against it. The last line is the speed-up of the first
 configuration (the median of its repeats): virtual seconds per wall
-second. The simulation runs the idgen workload so far (docs/simulation.md).`,
+second. The simulation runs the idgen, register and append workloads
+(docs/simulation.md).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if repeat < 1 || len(nodes) == 0 || len(rates) == 0 {
@@ -88,7 +89,7 @@ second. The simulation runs the idgen workload so far (docs/simulation.md).`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.Workload, "workload", "idgen", "workload (what the simulation runs: idgen)")
+	f.StringVar(&o.Workload, "workload", "register", "workload (the simulation runs idgen, register and append)")
 	f.IntSliceVar(&nodes, "nodes", []int{3, 5, 9}, "cluster sizes")
 	f.Float64SliceVar(&rates, "rate", []float64{0}, "operations per second in total (0: as fast as the workers go)")
 	f.IntVar(&o.Concurrency, "concurrency", 6, "client workers")
