@@ -443,9 +443,18 @@ func (n *Node) serveNextID(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// ValidateEntityRequest checks what the protocol says of every entity
-// request; the entity type's own op and payload are the implementation's
-// to check (an unknown op or a malformed payload is bad-request too).
+// ValidateEntityRequest checks what the protocol says of an entity
+// request (docs/protocol.md, Entities), and nothing else: the type is one
+// of EntityTypes, the id 1 to 256 bytes of UTF-8, the op given, the sender
+// at most 256 bytes of UTF-8, the mode ask or tell (tell only with Tell
+// set), and, for the protocol's own entity types (register, log, sender),
+// the op and its payload (CheckPayload). Its error is a bad-request *Error
+// (outcome fail); it reads no state and has no effect, so it may run
+// anywhere, as often as wanted. The kit runs it on every POST /v1/entity
+// before the readiness check and before Entity or Tell: what those get is
+// valid. A type of the implementation's own is checked up to its op; its
+// payload is the implementation's to check (a malformed one is
+// bad-request too).
 func (n *Node) ValidateEntityRequest(req protocol.EntityRequest) error {
 	switch {
 	case !slices.Contains(n.EntityTypes, req.Type):
@@ -461,7 +470,7 @@ func (n *Node) ValidateEntityRequest(req protocol.EntityRequest) error {
 	case req.Mode == protocol.ModeTell && !n.has(protocol.CapTell):
 		return Errorf(protocol.CodeBadRequest, "mode tell is not offered (capability tell): use ask")
 	}
-	return nil
+	return CheckPayload(req.Type, req.Op, req.Payload)
 }
 
 func (n *Node) serveEntity(w http.ResponseWriter, r *http.Request) error {
