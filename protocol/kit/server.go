@@ -86,9 +86,10 @@ type Node struct {
 	// Detail is the status's implementation detail (shown, never read by
 	// the harness).
 	Detail func() any
-	// RequestTimeout bounds NextID and Entity (default 10 s): a handler
-	// that outlives it answers unknown-outcome, as the protocol demands
-	// (every request is answered).
+	// RequestTimeout bounds NextID, Entity and Tell (default
+	// DefaultRequestTimeout): their ctx ends then, and a handler that
+	// returns ctx's error answers unknown-outcome, as the protocol demands
+	// (every request is answered, before the harness's op timeout).
 	RequestTimeout time.Duration
 	// Other serves every path outside /v1/ (the implementation's own
 	// endpoints); the kit still sets the served-by headers and recovers
@@ -292,8 +293,19 @@ func (n *Node) refuseUnlessReady() error {
 	return nil
 }
 
+// DefaultRequestTimeout is Node.RequestTimeout's default: 1 s below the
+// harness's default op timeout (protocol.DefaultOpTimeout), so that a
+// request a node cannot finish is answered (unknown-outcome, or a definite
+// failure it learned of) while the harness still waits for it, and the
+// node's forwards and retries stop with it, instead of holding a worker
+// and the node's resources past the point where nobody reads the reply.
+// The second left is for the reply's way back. A node does not know a
+// run's op timeout; one that should finish slower operations in runs with
+// a longer one (a scenario's) sets RequestTimeout itself.
+const DefaultRequestTimeout = protocol.DefaultOpTimeout - time.Second
+
 func (n *Node) requestContext(r *http.Request) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(r.Context(), cmp.Or(n.RequestTimeout, 10*time.Second))
+	return context.WithTimeout(r.Context(), cmp.Or(n.RequestTimeout, DefaultRequestTimeout))
 }
 
 func (n *Node) serveHealth(w http.ResponseWriter, r *http.Request) error {
