@@ -532,3 +532,26 @@ func roundTrip(c net.Conn, path string) (int, error) {
 	res.Body.Close()
 	return res.StatusCode, nil
 }
+
+// A node that sets no RequestTimeout answers before the harness stops
+// waiting: its handlers' deadline is DefaultRequestTimeout away, below
+// the harness's default op timeout.
+func TestDefaultDeadlineIsBelowTheOpTimeout(t *testing.T) {
+	var left time.Duration
+	f := &fakeNode{self: "n1@i", members: []protocol.Member{{UID: "n1@i", Name: "n1", Status: protocol.StatusUp, Reachable: true}},
+		entity: func(ctx context.Context, req protocol.EntityRequest) (protocol.EntityReply, error) {
+			d, ok := ctx.Deadline()
+			if !ok {
+				return protocol.EntityReply{}, Errorf(protocol.CodeInternal, "no deadline")
+			}
+			left = time.Until(d)
+			return protocol.EntityReply{}, nil
+		}}
+	res, body := call(t, f.node().Handler(), "POST", "/v1/entity", `{"type":"register","id":"k","op":"read"}`)
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("%d %s", res.StatusCode, body)
+	}
+	if left > DefaultRequestTimeout || left < DefaultRequestTimeout-time.Second || DefaultRequestTimeout >= protocol.DefaultOpTimeout {
+		t.Fatalf("the handler had %v left; want about DefaultRequestTimeout (%v), below the op timeout (%v)", left, DefaultRequestTimeout, protocol.DefaultOpTimeout)
+	}
+}
