@@ -9,6 +9,7 @@ require (
 	github.com/hashicorp/memberlist v0.7.0
 	github.com/moby/moby/api v1.56.1
 	github.com/moby/moby/client v0.6.2
+	github.com/shardtest/shardtest/protocol v0.0.0
 	github.com/spf13/cobra v1.10.2
 	github.com/spf13/pflag v1.0.10
 	go.etcd.io/bbolt v1.5.0
@@ -49,3 +50,5 @@ require (
 	golang.org/x/net v0.57.0 // indirect
 	golang.org/x/sync v0.22.0 // indirect
 )
+
+replace github.com/shardtest/shardtest/protocol => ./protocol

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/shardtest/shardtest/harness/run"
+	"github.com/shardtest/shardtest/protocol"
 	"github.com/shardtest/shardtest/workloads"
 )
 
@@ -94,7 +95,7 @@ second. The simulation runs the idgen, register and append workloads
 	f.Float64SliceVar(&rates, "rate", []float64{0}, "operations per second in total (0: as fast as the workers go)")
 	f.IntVar(&o.Concurrency, "concurrency", 6, "client workers")
 	f.DurationVar(&o.TimeLimit, "time-limit", time.Minute, "virtual length of each run's main phase")
-	f.DurationVar(&o.OpTimeout, "op-timeout", 5*time.Second, "operation timeout")
+	f.DurationVar(&o.OpTimeout, "op-timeout", protocol.DefaultOpTimeout, "operation timeout")
 	f.StringVar(&o.Nemesis, "nemesis", "", "faults (as run's --nemesis)")
 	f.DurationVar(&o.NemesisInterval, "nemesis-interval", 10*time.Second, "time between fault actions")
 	f.Int64Var(&o.Seed, "seed", 1, "first seed (each repeat the next)")

@@ -13,6 +13,7 @@ import (
 	"github.com/shardtest/shardtest/harness/run"
 	"github.com/shardtest/shardtest/harness/scenario"
 	"github.com/shardtest/shardtest/nemesis"
+	"github.com/shardtest/shardtest/protocol"
 	"github.com/shardtest/shardtest/workloads"
 )
 
@@ -199,7 +200,7 @@ func testFlags(cmd *cobra.Command, o *run.Options, interval time.Duration) {
 	f.IntVar(&o.Concurrency, "concurrency", 6, "client workers")
 	f.Float64Var(&o.Rate, "rate", 0, "operations per second in total (0: as fast as the workers go)")
 	f.DurationVar(&o.TimeLimit, "time-limit", 30*time.Second, "how long the main phase drives traffic")
-	f.DurationVar(&o.OpTimeout, "op-timeout", 5*time.Second, "timeout of one operation (then its outcome is unknown)")
+	f.DurationVar(&o.OpTimeout, "op-timeout", protocol.DefaultOpTimeout, "timeout of one operation (then its outcome is unknown)")
 	f.IntVar(&o.Entities, "entities", 100, "size of the key space")
 	f.Float64Var(&o.Skew, "skew", 0, "key distribution: 0 uniform, above 1 Zipf with this exponent")
 	f.IntVar(&o.PerEntity, "per-entity", 3, "most workers that may have an operation in flight on one entity")

@@ -405,7 +405,9 @@ func (t *Test) runCluster(ctx context.Context, o Options, dir string, start time
 
 	phase := func(name string) { hw.Write(history.Op{Kind: history.Phase, Process: -1, F: name}) }
 	phase(history.PhaseWarmUp)
-	t.Log.Info("starting cluster", "runtime", t.Runtime.Name(), "nodes", o.Nodes)
+	// The op timeout is in the opening line: whether a slow reply was an
+	// unknown outcome depends on it (test.json has it as op_timeout_ns).
+	t.Log.Info("starting cluster", "runtime", t.Runtime.Name(), "nodes", o.Nodes, "workload", o.Workload, "op_timeout", o.OpTimeout)
 	cl, err := t.Runtime.Start(ctx, o.RunID, o.Nodes, dir)
 	if err != nil {
 		return o, fmt.Errorf("start cluster: %w", err)

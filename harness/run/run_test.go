@@ -374,6 +374,40 @@ func TestRefusesWorkloadWithoutCapability(t *testing.T) {
 	}
 }
 
+// The op timeout is stated where a reader of a run looks first: test.json
+// (op_timeout_ns) and the run's opening log line. The run is refused at
+// once (the node declares no sharding), after both are written.
+func TestOpTimeoutIsShown(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"protocol":"shardtest/1","implementation":"theirs","capabilities":["membership"]}`)
+	}))
+	defer srv.Close()
+	var logged strings.Builder
+	o := options("op-timeout")
+	o.Nodes, o.OpTimeout = 1, 2500*time.Millisecond
+	test := &Test{Options: o, Runtime: fakeRuntime{strings.TrimPrefix(srv.URL, "http://")}, Workload: workloads.Register{},
+		Log: slog.New(slog.NewTextHandler(&logged, nil))}
+	res, err := test.Run(context.Background(), t.TempDir())
+	if !errors.Is(err, ErrUnsupported) {
+		t.Fatalf("err = %v, want ErrUnsupported", err)
+	}
+	first, _, _ := strings.Cut(logged.String(), "\n")
+	if !strings.Contains(first, "op_timeout=2.5s") {
+		t.Errorf("the opening log line %q does not show the op timeout", first)
+	}
+	b, err := os.ReadFile(filepath.Join(res.Dir, "test.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stored struct {
+		OpTimeout *int64 `json:"op_timeout_ns"`
+	}
+	if err := json.Unmarshal(b, &stored); err != nil || stored.OpTimeout == nil || *stored.OpTimeout != int64(o.OpTimeout) {
+		t.Errorf("test.json %s: op_timeout_ns is not %d", b, int64(o.OpTimeout))
+	}
+}
+
 func TestSettingsRendering(t *testing.T) {
 	s := map[string]string{"stable-after": "60s", "down-removal-margin": "5s"}
 	tests := []struct {

@@ -21,6 +21,7 @@ import (
 	"github.com/shardtest/shardtest/checker"
 	"github.com/shardtest/shardtest/harness/run"
 	"github.com/shardtest/shardtest/nemesis"
+	"github.com/shardtest/shardtest/protocol"
 )
 
 // Scenario is one named situation.
@@ -189,7 +190,7 @@ func (s Scenario) Options(seed int64, runtime string, bug *Bug) run.Options {
 // The defaults of every scenario that does not set its own.
 const (
 	DefaultConcurrency = 6
-	DefaultOpTimeout   = 5 * time.Second
+	DefaultOpTimeout   = protocol.DefaultOpTimeout
 )
 
 // FaultDoc describes the fault schedule in one line.

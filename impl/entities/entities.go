@@ -209,21 +209,18 @@ func (p *journaled) settle(ctx context.Context, data []byte, first error) (int64
 // the op did nothing: a definite failure.
 var ErrUnknownBeforeWrite = sharding.Reject(protocol.CodeJournalUnavailable, errors.New("entity: journal unavailable; nothing done"))
 
-// decode reads an operation's payload strictly: absent or null is no
-// payload; otherwise one JSON object with no field the operation does not
-// define (a typo must not pass as an empty request).
-func decode(payload json.RawMessage, v any) error {
-	if len(bytes.TrimSpace(payload)) == 0 || bytes.Equal(bytes.TrimSpace(payload), []byte("null")) {
+// parsed turns the kit's refusal of an op or payload (kit.ParseRegister,
+// ParseLog, ParseSender: the protocol's one reading of them) into
+// ErrBadRequest.
+func parsed(err error) error {
+	if err == nil {
 		return nil
 	}
-	if err := kit.DecodeJSON(payload, v); err != nil {
-		var ke *kit.Error
-		if errors.As(err, &ke) {
-			return fmt.Errorf("%w: payload: %s", ErrBadRequest, ke.Message)
-		}
-		return fmt.Errorf("%w: payload: %v", ErrBadRequest, err)
+	var ke *kit.Error
+	if errors.As(err, &ke) {
+		return fmt.Errorf("%w: %s", ErrBadRequest, ke.Message)
 	}
-	return nil
+	return fmt.Errorf("%w: %v", ErrBadRequest, err)
 }
 
 func pid(typ string, ec sharding.EntityContext) string { return "entity/" + typ + "/" + ec.EntityID }

@@ -101,6 +101,8 @@ func TestBadRequests(t *testing.T) {
 		{r, "write", `{}`},
 		{r, "write", `{"value":"x"}`},
 		{r, "cas", `{"expect":1}`},
+		{r, "cas", `{"value":1}`}, // a missing expect is not null (never written)
+		{r, "read", `{"value":1}`},
 		{r, "read", `[`},
 		{l, "append", `{}`},
 		{l, "append", `{"client":1}`},

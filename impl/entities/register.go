@@ -3,21 +3,17 @@ package entities
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 
 	"github.com/shardtest/shardtest/impl/sharding"
 	"github.com/shardtest/shardtest/protocol"
+	"github.com/shardtest/shardtest/protocol/kit"
 )
 
-// Register ops and their payloads.
+// Register ops and their payloads (kit.ParseRegister reads them).
 //
-//	read  {}                              → {"value": v | null}
-//	write {"value": v}                    → {"value": v}
+//	read  —                                → {"value": v | null}
+//	write {"value": v}                     → {"value": v}
 //	cas   {"expect": e | null, "value": v} → {"ok": bool, "value": current}
-type registerOp struct {
-	Value  *int64 `json:"value"`
-	Expect *int64 `json:"expect"`
-}
 
 type registerEvent struct {
 	Value int64 `json:"v"`
@@ -51,41 +47,32 @@ func (r *register) apply(data []byte) error {
 }
 
 func (r *register) Handle(ctx context.Context, msg sharding.Message) (json.RawMessage, error) {
+	op, err := kit.ParseRegister(msg.Op, msg.Payload)
+	if err != nil {
+		return nil, parsed(err)
+	}
 	if err := r.sync(ctx); err != nil {
 		return nil, err
 	}
-	var op registerOp
-	if err := decode(msg.Payload, &op); err != nil {
-		return nil, err
-	}
-	switch msg.Op {
-	case protocol.OpRead:
-		return json.Marshal(protocol.RegisterResult{Value: r.value})
+	switch op.Op {
 	case protocol.OpWrite:
-		if op.Value == nil {
-			return nil, fmt.Errorf("%w: write needs a value", ErrBadRequest)
-		}
-		if err := r.persist(ctx, registerEvent{Value: *op.Value}); err != nil {
+		if err := r.persist(ctx, registerEvent{Value: op.Value}); err != nil {
 			return nil, err
 		}
-		r.value = op.Value
-		return json.Marshal(protocol.RegisterResult{Value: r.value})
+		r.value = &op.Value
 	case protocol.OpCAS:
-		if op.Value == nil {
-			return nil, fmt.Errorf("%w: cas needs a value", ErrBadRequest)
-		}
 		if !sameValue(r.value, op.Expect) {
 			f := false
 			return json.Marshal(protocol.RegisterResult{OK: &f, Value: r.value})
 		}
-		if err := r.persist(ctx, registerEvent{Value: *op.Value}); err != nil {
+		if err := r.persist(ctx, registerEvent{Value: op.Value}); err != nil {
 			return nil, err
 		}
-		r.value = op.Value
+		r.value = &op.Value
 		t := true
 		return json.Marshal(protocol.RegisterResult{OK: &t, Value: r.value})
 	}
-	return nil, fmt.Errorf("%w: unknown register op %q (read, write, cas)", ErrBadRequest, msg.Op)
+	return json.Marshal(protocol.RegisterResult{Value: r.value})
 }
 
 func sameValue(a, b *int64) bool {

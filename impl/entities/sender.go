@@ -8,9 +8,9 @@ import (
 	"sort"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/shardtest/shardtest/protocol"
+	"github.com/shardtest/shardtest/protocol/kit"
 
 	"github.com/shardtest/shardtest/impl/clock"
 	"github.com/shardtest/shardtest/impl/sharding"
@@ -20,11 +20,11 @@ import (
 // that stores each message before sending it to a log entity, redelivers on
 // a timer until the log confirms it, and after a crash (in its next
 // incarnation) replays and resends what was not confirmed — the seeds'
-// AtLeastOnceDelivery.
+// AtLeastOnceDelivery. Its ops (kit.ParseSender reads them):
 //
 //	send    {"to": log id, "client": c, "seq": n, "dedup": bool} → {"delivery_id": d}
-//	pending {}                                                 → {"unconfirmed": k}
-//	flush   {}  (waits until nothing is unconfirmed, or the request times out)
+//	pending —                                                  → {"unconfirmed": k}
+//	flush   —  (waits until nothing is unconfirmed, or the request times out)
 //	                                                           → {"unconfirmed": k}
 //
 // The log receives append {"client": c, "seq": n, "dedup": dedup}: without
@@ -133,21 +133,16 @@ func (s *sender) kick() {
 }
 
 func (s *sender) Handle(ctx context.Context, msg sharding.Message) (json.RawMessage, error) {
-	switch msg.Op {
+	op, err := kit.ParseSender(msg.Op, msg.Payload)
+	if err != nil {
+		return nil, parsed(err)
+	}
+	switch op.Op {
 	case protocol.OpSend:
-		var req protocol.SenderSend
-		if err := decode(msg.Payload, &req); err != nil {
-			return nil, err
-		}
-		// Checked before it is stored: a message to a log id no request
-		// could name would be redelivered forever.
-		if !validName(req.To, protocol.MaxEntityIDBytes) || !validName(req.Client, protocol.MaxSenderBytes) {
-			return nil, fmt.Errorf("%w: send needs a target log (to, 1 to %d bytes of UTF-8) and a client (1 to %d bytes)",
-				ErrBadRequest, protocol.MaxEntityIDBytes, protocol.MaxSenderBytes)
-		}
+		req := op.Send
 		s.mu.Lock()
 		e := senderEvent{Kind: "sent", DeliveryID: s.next + 1, To: req.To, Client: req.Client, Seq: req.Seq, Dedup: req.Dedup}
-		err := s.persistApply(ctx, e)
+		err = s.persistApply(ctx, e)
 		s.mu.Unlock()
 		if err != nil {
 			return nil, err
@@ -173,7 +168,7 @@ func (s *sender) Handle(ctx context.Context, msg sharding.Message) (json.RawMess
 		}
 		return json.Marshal(protocol.SenderPendingResult{})
 	}
-	return nil, fmt.Errorf("%w: unknown sender op %q (send, pending, flush)", ErrBadRequest, msg.Op)
+	return nil, fmt.Errorf("%w: unknown sender op %q", ErrBadRequest, msg.Op) // ParseSender knows no other
 }
 
 func (s *sender) pending() int {
@@ -233,6 +228,3 @@ func (s *sender) Stop(context.Context) error {
 	<-s.done
 	return nil
 }
-
-// validName reports whether s is 1 to most bytes of valid UTF-8.
-func validName(s string, most int) bool { return s != "" && len(s) <= most && utf8.ValidString(s) }

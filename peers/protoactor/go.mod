@@ -4,7 +4,7 @@ go 1.26
 
 require (
 	github.com/asynkron/protoactor-go v0.0.0-20240822202345-3c0e61ca19c9
-	github.com/shardtest/shardtest v0.0.0
+	github.com/shardtest/shardtest/protocol v0.0.0
 	google.golang.org/protobuf v1.33.0
 )
 
@@ -51,4 +51,4 @@ require (
 	google.golang.org/grpc v1.60.1 // indirect
 )
 
-replace github.com/shardtest/shardtest => ../..
+replace github.com/shardtest/shardtest/protocol => ../../protocol

@@ -138,7 +138,7 @@ func (g *grain) handle(msg *wrapperspb.BytesValue) *wrapperspb.BytesValue {
 // serve applies one register request.
 func (g *grain) serve(req grainRequest) (protocol.RegisterResult, error) {
 	var none protocol.RegisterResult
-	c, err := parseCommand(req.Op, req.Payload)
+	c, err := kit.ParseRegister(req.Op, req.Payload)
 	if err != nil {
 		return none, err
 	}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 
@@ -10,78 +9,12 @@ import (
 )
 
 // The register entity type (docs/protocol.md, Entity types), without any
-// I/O: a command parsed from the request, decided against the state, and
-// the event that records its effect.
+// I/O: a command (kit.RegisterOp, read strictly by kit.ParseRegister)
+// decided against the state, and the event that records its effect.
 //
 //	read  —                                → {"value": v | null}
 //	write {"value": v}                     → {"value": v}
 //	cas   {"expect": e | null, "value": v} → {"ok": true, "value": v} or {"ok": false, "value": current}
-
-// command is one register operation, parsed and checked.
-type command struct {
-	op     string
-	value  int64
-	expect *int64 // cas only; nil: expects "never written"
-}
-
-// writePayload and casPayload are the payloads as sent; pointers tell a
-// missing field from a zero one.
-type writePayload struct {
-	Value *int64 `json:"value"`
-}
-
-type casPayload struct {
-	// Expect is raw so that a null (expects "never written") is told
-	// from a missing field: a RawMessage keeps the null.
-	Expect json.RawMessage `json:"expect"`
-	Value  *int64          `json:"value"`
-}
-
-// parseCommand checks an op and its payload. Every error is a bad-request
-// *kit.Error: the request had no effect.
-func parseCommand(op string, payload json.RawMessage) (command, error) {
-	switch op {
-	case protocol.OpRead:
-		if bytes.Equal(bytes.TrimSpace(payload), []byte("null")) {
-			return command{op: op}, nil
-		}
-		if err := kit.DecodeJSON(payload, &struct{}{}); err != nil {
-			return command{}, kit.Errorf(protocol.CodeBadRequest, "read takes no payload: %s", message(err))
-		}
-		return command{op: op}, nil
-	case protocol.OpWrite:
-		var p writePayload
-		if err := kit.DecodeJSON(payload, &p); err != nil {
-			return command{}, kit.Errorf(protocol.CodeBadRequest, "write payload: %s", message(err))
-		}
-		if p.Value == nil {
-			return command{}, kit.Errorf(protocol.CodeBadRequest, `write needs {"value": integer}`)
-		}
-		return command{op: op, value: *p.Value}, nil
-	case protocol.OpCAS:
-		var p casPayload
-		if err := kit.DecodeJSON(payload, &p); err != nil {
-			return command{}, kit.Errorf(protocol.CodeBadRequest, "cas payload: %s", message(err))
-		}
-		if p.Value == nil || p.Expect == nil {
-			return command{}, kit.Errorf(protocol.CodeBadRequest, `cas needs {"expect": integer or null, "value": integer}`)
-		}
-		var expect *int64
-		if err := json.Unmarshal(p.Expect, &expect); err != nil {
-			return command{}, kit.Errorf(protocol.CodeBadRequest, "cas expect: want an integer or null: %v", err)
-		}
-		return command{op: op, value: *p.Value, expect: expect}, nil
-	}
-	return command{}, kit.Errorf(protocol.CodeBadRequest, "unknown register op %q (read, write, cas)", op)
-}
-
-// message is err's text without the kit's code prefix.
-func message(err error) string {
-	if e, ok := err.(*kit.Error); ok {
-		return e.Message
-	}
-	return err.Error()
-}
 
 // registerEvent is what the journal stores for a change: the value set,
 // and the request that set it, so a retried request is answered with its
@@ -140,13 +73,13 @@ func (s *registerState) applyData(seq int64, data []byte) error {
 // answered returns the result of request req if an event of it was
 // applied: a retry of a request that took effect is answered with that
 // effect.
-func (s *registerState) answered(req string, c command) (protocol.RegisterResult, bool) {
+func (s *registerState) answered(req string, c kit.RegisterOp) (protocol.RegisterResult, bool) {
 	v, ok := s.applied[req]
-	if !ok || req == "" || c.op == protocol.OpRead {
+	if !ok || req == "" || c.Op == protocol.OpRead {
 		return protocol.RegisterResult{}, false
 	}
 	res := protocol.RegisterResult{Value: &v}
-	if c.op == protocol.OpCAS {
+	if c.Op == protocol.OpCAS {
 		res.OK = ptr(true)
 	}
 	return res, true
@@ -154,15 +87,15 @@ func (s *registerState) answered(req string, c command) (protocol.RegisterResult
 
 // decide decides c against the state: its result once it has taken
 // effect, and the event to append first (nil: none, c changes nothing).
-func (s *registerState) decide(req string, c command) (protocol.RegisterResult, *registerEvent) {
-	switch c.op {
+func (s *registerState) decide(req string, c kit.RegisterOp) (protocol.RegisterResult, *registerEvent) {
+	switch c.Op {
 	case protocol.OpWrite:
-		return protocol.RegisterResult{Value: ptr(c.value)}, &registerEvent{Request: req, Value: c.value}
+		return protocol.RegisterResult{Value: ptr(c.Value)}, &registerEvent{Request: req, Value: c.Value}
 	case protocol.OpCAS:
-		if !sameValue(s.value, c.expect) {
+		if !sameValue(s.value, c.Expect) {
 			return protocol.RegisterResult{OK: ptr(false), Value: s.value}, nil
 		}
-		return protocol.RegisterResult{OK: ptr(true), Value: ptr(c.value)}, &registerEvent{Request: req, Value: c.value}
+		return protocol.RegisterResult{OK: ptr(true), Value: ptr(c.Value)}, &registerEvent{Request: req, Value: c.Value}
 	}
 	return protocol.RegisterResult{Value: s.value}, nil
 }

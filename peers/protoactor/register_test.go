@@ -2,62 +2,12 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"testing"
 
 	"github.com/shardtest/shardtest/protocol"
 	"github.com/shardtest/shardtest/protocol/kit"
 )
-
-func TestParseCommand(t *testing.T) {
-	five := int64(5)
-	for _, tc := range []struct {
-		op, payload string
-		want        command
-		bad         bool
-	}{
-		{op: "read", want: command{op: "read"}},
-		{op: "read", payload: "null", want: command{op: "read"}},
-		{op: "read", payload: "{}", want: command{op: "read"}},
-		{op: "read", payload: `{"value":1}`, bad: true},
-		{op: "read", payload: `[1]`, bad: true},
-		{op: "write", payload: `{"value":7}`, want: command{op: "write", value: 7}},
-		{op: "write", payload: `{"value":-9223372036854775808}`, want: command{op: "write", value: -9223372036854775808}},
-		{op: "write", bad: true},
-		{op: "write", payload: "null", bad: true},
-		{op: "write", payload: `{}`, bad: true},
-		{op: "write", payload: `{"value":"x"}`, bad: true},
-		{op: "write", payload: `{"value":1.5}`, bad: true},
-		{op: "write", payload: `{"value":1,"other":2}`, bad: true},
-		{op: "write", payload: `{"value":1} {}`, bad: true},
-		{op: "cas", payload: `{"expect":null,"value":1}`, want: command{op: "cas", value: 1}},
-		{op: "cas", payload: `{"expect":5,"value":1}`, want: command{op: "cas", value: 1, expect: &five}},
-		{op: "cas", payload: `{"value":1}`, bad: true},
-		{op: "cas", payload: `{"expect":5}`, bad: true},
-		{op: "cas", payload: `{"expect":"5","value":1}`, bad: true},
-		{op: "cas", bad: true},
-		{op: "append", payload: `{}`, bad: true},
-		{op: "", bad: true},
-	} {
-		t.Run(tc.op+" "+tc.payload, func(t *testing.T) {
-			got, err := parseCommand(tc.op, json.RawMessage(tc.payload))
-			if tc.bad {
-				var ke *kit.Error
-				if !errors.As(err, &ke) || ke.Code != protocol.CodeBadRequest {
-					t.Fatalf("got %+v, %v; want a bad-request error", got, err)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got.op != tc.want.op || got.value != tc.want.value || !sameValue(got.expect, tc.want.expect) {
-				t.Fatalf("got %+v, want %+v", got, tc.want)
-			}
-		})
-	}
-}
 
 func result(t *testing.T, r protocol.RegisterResult) string {
 	t.Helper()
@@ -68,9 +18,9 @@ func result(t *testing.T, r protocol.RegisterResult) string {
 	return string(b)
 }
 
-func mustParse(t *testing.T, op, payload string) command {
+func mustParse(t *testing.T, op, payload string) kit.RegisterOp {
 	t.Helper()
-	c, err := parseCommand(op, json.RawMessage(payload))
+	c, err := kit.ParseRegister(op, json.RawMessage(payload))
 	if err != nil {
 		t.Fatal(err)
 	}

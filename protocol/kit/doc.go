@@ -9,6 +9,19 @@
 //     never declares what it does not serve;
 //   - strict requests: unknown fields, null, arrays and other non-object
 //     bodies, trailing data and oversized bodies are 400 bad-request;
+//   - entity requests: ValidateEntityRequest runs on every POST
+//     /v1/entity before the readiness check and before Entity or Tell. It
+//     checks what the protocol says of every entity request — a declared
+//     type, an id of 1 to 256 bytes of UTF-8, an op, a sender of at most
+//     256 bytes, the mode — and, for the protocol's own types (register,
+//     log, sender), the op and its payload, strictly (ParseRegister,
+//     ParseLog, ParseSender: missing is not null; a cas without expect is
+//     refused). Every refusal is bad-request, outcome fail; it reads no
+//     state and has no effect. So Entity and Tell get valid requests and
+//     read the payload with the same Parse function, never by hand; an
+//     entity reached another way (a message from a peer) reads it with
+//     that function too. A type of the implementation's own is checked up
+//     to its op; its payload is the implementation's;
 //   - every reply names its server: the X-Shardtest-Node and
 //     X-Shardtest-Incarnation headers and the served_by body field;
 //   - errors: a handler returns an error, and the kit answers the
@@ -18,8 +31,11 @@
 //     request certainly without effect may be answered "fail";
 //   - readiness: entity and singleton requests to a member that is not up
 //     are refused (not-ready, downed, left) before the handler runs;
-//     every request has a deadline (RequestTimeout), after which it is
-//     answered unknown-outcome, never left hanging;
+//   - deadlines: NextID, Entity and Tell get a context that ends after
+//     RequestTimeout (DefaultRequestTimeout, 4 s: below the harness's op
+//     timeout, protocol.DefaultOpTimeout, 5 s), so that a request is
+//     answered — unknown-outcome if need be — while the harness still
+//     waits for it;
 //   - the status: assembled from View (self and members, oldest first
 //     with Age), SingletonStatus and ShardingStatus;
 //   - events: an EventLog with consecutive sequence numbers, bounded, with
@@ -29,32 +45,13 @@
 // The journal the harness runs beside the cluster is reached with package
 // protocol/journal, whose doc is the journal's whole API.
 //
-// A minimal node with an ask-only register entity type, in outline (the
-// cluster, placement and the entities are the implementation's own):
+// The kit is in the module github.com/shardtest/shardtest/protocol, which
+// needs nothing outside the standard library (golang.org/x/net at most):
 //
-//	cfg, err := kit.ConfigFromEnv()
-//	if err != nil { log.Fatal(err) }
-//	inc := newIncarnation()               // e.g. a random hex string
-//	events := kit.NewEventLog(nil, 0)
-//	events.SetIncarnation(inc)
-//	node := &kit.Node{
-//		Implementation: "my-sharding",
-//		Name:           cfg.Name,
-//		Incarnation:    func() string { return inc },
-//		View: func() kit.View {
-//			return kit.View{Self: self(), Members: members()} // protocol.Member values
-//		},
-//		EntityTypes: []string{protocol.TypeRegister},
-//		Entity: func(ctx context.Context, req protocol.EntityRequest) (protocol.EntityReply, error) {
-//			// route to the entity; errors: kit.Errorf(protocol.CodeBadRequest, ...),
-//			// kit.Errorf(protocol.CodeUnavailable, ...) when it was never sent, or
-//			// any other error (unknown outcome)
-//		},
-//		ShardingStatus: func() []protocol.ShardingStatus { ... }, // what runs here
-//		Events:         events,
-//	}
-//	log.Fatal(kit.Serve(ctx, cfg.HTTP, node.Handler()))
+//	go get github.com/shardtest/shardtest/protocol@latest
 //
-// peers/protoactor is a complete example: a protoactor-go cluster member
-// served through the kit.
+// protocol/kit/minimal is a whole node in 60 lines (one member, its
+// registers in memory), the one docs/protocol.md shows; peers/protoactor
+// is a complete one: a protoactor-go cluster member served through the
+// kit.
 package kit

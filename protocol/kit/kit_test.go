@@ -214,8 +214,10 @@ func (f *fakeNode) node() *Node {
 			}
 			return v
 		},
-		Age:         true,
-		EntityTypes: []string{protocol.TypeRegister},
+		Age: true,
+		// "probe" is a type of the implementation's own: its ops and
+		// payloads are the implementation's to check.
+		EntityTypes: []string{protocol.TypeRegister, "probe"},
 		Entity:      f.entity,
 		ShardingStatus: func() []protocol.ShardingStatus {
 			return []protocol.ShardingStatus{{Type: protocol.TypeRegister, CoordinatorRunning: true}}
@@ -249,7 +251,7 @@ func TestHandler(t *testing.T) {
 	f := &fakeNode{self: "n1@i", members: []protocol.Member{up("n1", 2, true), up("n3", 3, false), up("n2", 1, true)}, events: NewEventLog(nil, 0),
 		entity: func(ctx context.Context, req protocol.EntityRequest) (protocol.EntityReply, error) {
 			switch req.Op {
-			case "read":
+			case "read", "cas":
 				return protocol.EntityReply{Shard: "1", Node: "n1@i", EntityIncarnation: "n1@i/1", Result: json.RawMessage(`{"value":null}`)}, nil
 			case "slow":
 				<-ctx.Done()
@@ -284,9 +286,14 @@ func TestHandler(t *testing.T) {
 		{"an id with a lone low surrogate", "POST", "/v1/entity", `{"type":"register","id":"k\udfff","op":"read"}`, 400, protocol.CodeBadRequest, protocol.Fail},
 		{"an id with a surrogate pair", "POST", "/v1/entity", `{"type":"register","id":"k\ud83d\ude00","op":"read"}`, 200, "", ""},
 		{"an id with U+FFFD", "POST", "/v1/entity", `{"type":"register","id":"k\ufffd","op":"read"}`, 200, "", ""},
-		{"the implementation refuses", "POST", "/v1/entity", `{"type":"register","id":"k","op":"fly"}`, 400, protocol.CodeBadRequest, protocol.Fail},
-		{"no answer in time", "POST", "/v1/entity", `{"type":"register","id":"k","op":"slow"}`, 504, protocol.CodeUnknownOutcome, protocol.Unknown},
-		{"a panic", "POST", "/v1/entity", `{"type":"register","id":"k","op":"panic"}`, 500, protocol.CodeInternal, protocol.Unknown},
+		// The protocol's types' payloads are the kit's to check
+		// (payload_test.go has the rules), before the entity is asked.
+		{"a cas", "POST", "/v1/entity", `{"type":"register","id":"k","op":"cas","payload":{"expect":null,"value":1}}`, 200, "", ""},
+		{"a cas without expect", "POST", "/v1/entity", `{"type":"register","id":"k","op":"cas","payload":{"value":1}}`, 400, protocol.CodeBadRequest, protocol.Fail},
+		{"a register op the protocol does not define", "POST", "/v1/entity", `{"type":"register","id":"k","op":"fly"}`, 400, protocol.CodeBadRequest, protocol.Fail},
+		{"the implementation refuses", "POST", "/v1/entity", `{"type":"probe","id":"k","op":"fly"}`, 400, protocol.CodeBadRequest, protocol.Fail},
+		{"no answer in time", "POST", "/v1/entity", `{"type":"probe","id":"k","op":"slow"}`, 504, protocol.CodeUnknownOutcome, protocol.Unknown},
+		{"a panic", "POST", "/v1/entity", `{"type":"probe","id":"k","op":"panic"}`, 500, protocol.CodeInternal, protocol.Unknown},
 		{"no singleton capability", "POST", "/v1/singleton/next-id", `{}`, 404, protocol.CodeNotFound, protocol.Fail},
 		{"no clock capability", "POST", "/v1/admin/clock", `{}`, 404, protocol.CodeNotFound, protocol.Fail},
 		{"no such endpoint", "GET", "/v2/x", ``, 404, protocol.CodeNotFound, protocol.Fail},
@@ -524,4 +531,27 @@ func roundTrip(c net.Conn, path string) (int, error) {
 	}
 	res.Body.Close()
 	return res.StatusCode, nil
+}
+
+// A node that sets no RequestTimeout answers before the harness stops
+// waiting: its handlers' deadline is DefaultRequestTimeout away, below
+// the harness's default op timeout.
+func TestDefaultDeadlineIsBelowTheOpTimeout(t *testing.T) {
+	var left time.Duration
+	f := &fakeNode{self: "n1@i", members: []protocol.Member{{UID: "n1@i", Name: "n1", Status: protocol.StatusUp, Reachable: true}},
+		entity: func(ctx context.Context, req protocol.EntityRequest) (protocol.EntityReply, error) {
+			d, ok := ctx.Deadline()
+			if !ok {
+				return protocol.EntityReply{}, Errorf(protocol.CodeInternal, "no deadline")
+			}
+			left = time.Until(d)
+			return protocol.EntityReply{}, nil
+		}}
+	res, body := call(t, f.node().Handler(), "POST", "/v1/entity", `{"type":"register","id":"k","op":"read"}`)
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("%d %s", res.StatusCode, body)
+	}
+	if left > DefaultRequestTimeout || left < DefaultRequestTimeout-time.Second || DefaultRequestTimeout >= protocol.DefaultOpTimeout {
+		t.Fatalf("the handler had %v left; want about DefaultRequestTimeout (%v), below the op timeout (%v)", left, DefaultRequestTimeout, protocol.DefaultOpTimeout)
+	}
 }

@@ -86,9 +86,10 @@ type Node struct {
 	// Detail is the status's implementation detail (shown, never read by
 	// the harness).
 	Detail func() any
-	// RequestTimeout bounds NextID and Entity (default 10 s): a handler
-	// that outlives it answers unknown-outcome, as the protocol demands
-	// (every request is answered).
+	// RequestTimeout bounds NextID, Entity and Tell (default
+	// DefaultRequestTimeout): their ctx ends then, and a handler that
+	// returns ctx's error answers unknown-outcome, as the protocol demands
+	// (every request is answered, before the harness's op timeout).
 	RequestTimeout time.Duration
 	// Other serves every path outside /v1/ (the implementation's own
 	// endpoints); the kit still sets the served-by headers and recovers
@@ -292,8 +293,19 @@ func (n *Node) refuseUnlessReady() error {
 	return nil
 }
 
+// DefaultRequestTimeout is Node.RequestTimeout's default: 1 s below the
+// harness's default op timeout (protocol.DefaultOpTimeout), so that a
+// request a node cannot finish is answered (unknown-outcome, or a definite
+// failure it learned of) while the harness still waits for it, and the
+// node's forwards and retries stop with it, instead of holding a worker
+// and the node's resources past the point where nobody reads the reply.
+// The second left is for the reply's way back. A node does not know a
+// run's op timeout; one that should finish slower operations in runs with
+// a longer one (a scenario's) sets RequestTimeout itself.
+const DefaultRequestTimeout = protocol.DefaultOpTimeout - time.Second
+
 func (n *Node) requestContext(r *http.Request) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(r.Context(), cmp.Or(n.RequestTimeout, 10*time.Second))
+	return context.WithTimeout(r.Context(), cmp.Or(n.RequestTimeout, DefaultRequestTimeout))
 }
 
 func (n *Node) serveHealth(w http.ResponseWriter, r *http.Request) error {
@@ -443,9 +455,18 @@ func (n *Node) serveNextID(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// ValidateEntityRequest checks what the protocol says of every entity
-// request; the entity type's own op and payload are the implementation's
-// to check (an unknown op or a malformed payload is bad-request too).
+// ValidateEntityRequest checks what the protocol says of an entity
+// request (docs/protocol.md, Entities), and nothing else: the type is one
+// of EntityTypes, the id 1 to 256 bytes of UTF-8, the op given, the sender
+// at most 256 bytes of UTF-8, the mode ask or tell (tell only with Tell
+// set), and, for the protocol's own entity types (register, log, sender),
+// the op and its payload (CheckPayload). Its error is a bad-request *Error
+// (outcome fail); it reads no state and has no effect, so it may run
+// anywhere, as often as wanted. The kit runs it on every POST /v1/entity
+// before the readiness check and before Entity or Tell: what those get is
+// valid. A type of the implementation's own is checked up to its op; its
+// payload is the implementation's to check (a malformed one is
+// bad-request too).
 func (n *Node) ValidateEntityRequest(req protocol.EntityRequest) error {
 	switch {
 	case !slices.Contains(n.EntityTypes, req.Type):
@@ -461,7 +482,7 @@ func (n *Node) ValidateEntityRequest(req protocol.EntityRequest) error {
 	case req.Mode == protocol.ModeTell && !n.has(protocol.CapTell):
 		return Errorf(protocol.CodeBadRequest, "mode tell is not offered (capability tell): use ask")
 	}
-	return nil
+	return CheckPayload(req.Type, req.Op, req.Payload)
 }
 
 func (n *Node) serveEntity(w http.ResponseWriter, r *http.Request) error {

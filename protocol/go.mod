@@ -1,0 +1,3 @@
+module github.com/shardtest/shardtest/protocol
+
+go 1.26
