@@ -52,9 +52,10 @@ type Sim struct{}
 func (Sim) Name() string { return "sim" }
 
 // Features implements Runtime: a simulated filter drops any direction and
-// loses packets at random; processes are killed and paused.
+// loses packets at random; processes are killed and paused; nodes are
+// added and removed.
 func (Sim) Features() []string {
-	return []string{nemesis.FeatureKernelFilter, nemesis.FeatureKill, nemesis.FeaturePause}
+	return []string{nemesis.FeatureKernelFilter, nemesis.FeatureKill, nemesis.FeaturePause, nemesis.FeatureAddNode}
 }
 
 // Start implements Runtime; a simulation runs the whole test itself (Test
@@ -870,12 +871,30 @@ func (f simFaults) Resume(_ context.Context, name string) error {
 	return nil
 }
 
-func (simFaults) AddNode(context.Context) (nemesis.Node, error) {
-	return nemesis.Node{}, fmt.Errorf("%w: adding nodes is not simulated yet", nemesis.ErrUnsupported)
+// AddNode adds a node and waits, in virtual time, until its member is Up
+// (as the other runtimes wait until it is ready), at most simFormTimeout.
+func (f simFaults) AddNode(ctx context.Context) (nemesis.Node, error) {
+	s := f.s
+	n := s.c.AddNode()
+	s.kits[n.Name] = s.kitNode(n).Handler()
+	node := nemesis.Node{Name: n.Name, HTTPAddr: n.Name + ":8080", Addr: n.Name + ":7946"}
+	p := procOf(ctx)
+	for deadline := s.w.Now() + simFormTimeout; n.Status() != cluster.StatusUp; {
+		if s.w.Now() >= deadline {
+			return node, fmt.Errorf("node %s added but not up after %v", n.Name, simFormTimeout)
+		}
+		if p == nil || !p.sleep(100*time.Millisecond) {
+			return node, context.Canceled
+		}
+	}
+	return node, nil
 }
 
-func (simFaults) RemoveNode(context.Context, string) error {
-	return fmt.Errorf("%w: removing nodes is not simulated yet", nemesis.ErrUnsupported)
+// RemoveNode ends the node's process and takes it out of the cluster.
+func (f simFaults) RemoveNode(_ context.Context, name string) error {
+	f.s.c.RemoveNode(name)
+	delete(f.s.kits, name)
+	return nil
 }
 
 func mapKeys[V any](m map[string]V) func(func(string) bool) {

@@ -181,6 +181,30 @@ func New(cfg Config) (*Cluster, error) {
 // Nodes are the cluster's nodes, n1 first.
 func (c *Cluster) Nodes() []*Node { return c.nodes }
 
+// AddNode adds a node to the cluster and starts its process now: it
+// joins through the cluster's seeds, as a node the runtimes add does. Its
+// name is the next unused one.
+func (c *Cluster) AddNode() *Node {
+	name := ""
+	for i := len(c.nodes) + 1; ; i++ {
+		if name = fmt.Sprintf("n%d", i); c.Node(name) == nil {
+			break
+		}
+	}
+	n := &Node{c: c, Name: name, addr: name + ":7946"}
+	c.nodes = append(c.nodes, n)
+	c.tracef("%s added", name)
+	n.startProcess()
+	return n
+}
+
+// RemoveNode ends node name's process and takes the node out of the
+// cluster (the others see it unreachable, and down it).
+func (c *Cluster) RemoveNode(name string) {
+	c.Kill(name)
+	c.nodes = slices.DeleteFunc(c.nodes, func(n *Node) bool { return n.Name == name })
+}
+
 // Node is the node called name, or nil.
 func (c *Cluster) Node(name string) *Node {
 	for _, n := range c.nodes {
