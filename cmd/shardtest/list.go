@@ -93,7 +93,7 @@ func writeList(w io.Writer, kinds []string) error {
 					tags += " [smoke]"
 				}
 				if s.Docker {
-					tags += " [docker only]"
+					tags += " [docker or sim]"
 				}
 				fmt.Fprintf(w, "  %s%s\n", s.Name, tags)
 				bug := "none of the reference node's deliberate bugs is about this situation"

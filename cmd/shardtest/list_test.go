@@ -20,7 +20,7 @@ func TestListCmd(t *testing.T) {
 		{args: []string{"workloads"}, want: []string{"register", "sharding"}, not: []string{"Nemeses:"}},
 		{args: []string{"nemeses"}, want: []string{"Nemeses:", "kill:coordinator", "clock:strobe", "member:rolling-restart", "kill:journal"}, not: []string{"Workloads:"}},
 		{args: []string{"checkers"}, want: []string{"Checkers", "linearizable", "append-log", "unique-ids"}},
-		{args: []string{"scenarios"}, want: []string{"Scenarios:", "coordinator-crash [smoke]", "journal-cut [docker only]", "oldest-three-crash", "catches:"}, not: []string{"Workloads:"}},
+		{args: []string{"scenarios"}, want: []string{"Scenarios:", "coordinator-crash [smoke]", "journal-cut [docker or sim]", "oldest-three-crash", "catches:"}, not: []string{"Workloads:"}},
 		{args: []string{"bogus"}, wantErr: "unknown kind"},
 		{args: []string{"workloads", "checkers"}, wantErr: "accepts at most 1 arg"},
 	} {

@@ -225,8 +225,8 @@ func scenarioOptions(cmd *cobra.Command, name string, flags run.Options, allowed
 			return run.Options{}, fmt.Errorf("--%s: scenario %s sets it (shardtest list scenarios)", f, name)
 		}
 	}
-	if s.Docker && flags.Runtime != "docker" {
-		return run.Options{}, fmt.Errorf("scenario %s needs --runtime docker (its faults need kernel packet filters)", name)
+	if err := s.RunsOn(flags.Runtime); err != nil {
+		return run.Options{}, err
 	}
 	o := s.Options(flags.Seed, flags.Runtime, nil)
 	o.NodeArgs = append(o.NodeArgs, flags.NodeArgs...)

@@ -59,7 +59,7 @@ func TestRunRefusesBadInput(t *testing.T) {
 		{[]string{"--scenario", "bogus"}, nil, `unknown scenario "bogus"`},
 		{[]string{"--scenario", "coordinator-crash", "--workload", "idgen"}, nil, "--workload: scenario coordinator-crash sets it"},
 		{[]string{"--scenario", "coordinator-crash", "--nemesis", "kill"}, nil, "--nemesis: scenario coordinator-crash sets it"},
-		{[]string{"--scenario", "journal-cut", "--runtime", "local"}, nil, "needs --runtime docker"},
+		{[]string{"--scenario", "journal-cut", "--runtime", "local"}, nil, "needs --runtime docker or sim"},
 		{[]string{"--runtime", "local", "--base-port", reserved}, nil, "held by another run"},
 		{[]string{"--binary", good}, nil, "is not a static Linux executable"},
 	}

@@ -237,6 +237,7 @@ func (Sim) simulate(ctx context.Context, t *Test, o Options, dir string) (Option
 	if err != nil {
 		return o, err
 	}
+	defer c.Close()
 	w := c.World
 	hw, err := history.CreateClocked(filepath.Join(dir, history.HistoryFile), o.Name, simEpoch(), func() int64 { return int64(w.Now()) })
 	if err != nil {

@@ -56,8 +56,9 @@ type Scenario struct {
 	Bugs []Bug
 	// Smoke: part of the quick subset CI runs on every change.
 	Smoke bool
-	// Docker: the schedule needs the Docker runtime (kernel packet
-	// filters, e.g. cutting nodes off from the journal).
+	// Docker: the schedule needs packet filters the local runtime does
+	// not have (e.g. cutting nodes off from the journal): the Docker
+	// runtime's kernel filters, or the simulation's network (RunsOn).
 	Docker bool
 }
 
@@ -164,6 +165,15 @@ func MissingBugs(ss []Scenario, known []string) []string {
 
 // Options returns the run options of the scenario for seed on runtime,
 // with bug switched on (nil: the correct node). A run with a bug is named
+// RunsOn says whether the scenario can run on runtime (nil) or why not:
+// the one place that decides it, for run --scenario, test-all and detect.
+func (s Scenario) RunsOn(runtime string) error {
+	if s.Docker && runtime != "docker" && runtime != "sim" {
+		return fmt.Errorf("scenario %s needs --runtime docker or sim (its faults need packet filters the local runtime does not have)", s.Name)
+	}
+	return nil
+}
+
 // <scenario>-bug-<bug>.
 func (s Scenario) Options(seed int64, runtime string, bug *Bug) run.Options {
 	o := run.Options{

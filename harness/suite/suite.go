@@ -250,8 +250,8 @@ func (s *Suite) runOne(ctx context.Context, j Job, r *Run, basePort int) (report
 		jr.Skipped = why
 		return jr, run.ExitValid
 	}
-	if j.Scenario.Docker && c.Runtime != "docker" {
-		return skip("needs --runtime docker")
+	if err := j.Scenario.RunsOn(c.Runtime); err != nil {
+		return skip(err.Error())
 	}
 	fail := func(err error) (report.Run, int) {
 		r.Error = err.Error()

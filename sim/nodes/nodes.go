@@ -139,8 +139,13 @@ type Cluster struct {
 	nodes []*Node
 	// lives are the singleton instances' lives, in the order they began.
 	lives []Life
-	// journalCut: nodes that cannot reach the journal.
+	// journalCut: nodes that cannot reach the journal; healed: what waits
+	// for each node's cut to heal (entity calls waiting on the journal).
 	journalCut map[string]bool
+	healed     map[string][]func()
+	// calls: entity calls running as coroutines (waiting on a cut
+	// journal), stopped by Close.
+	calls map[*sim.Co]bool
 }
 
 // Life is one singleton instance's life as the simulation knows it: from
@@ -166,7 +171,8 @@ func New(cfg Config) (*Cluster, error) {
 	if cfg.Journal == nil {
 		cfg.Journal = sim.NewJournal(func() time.Time { return time.Unix(epochUnix, 0).UTC().Add(w.Now()) })
 	}
-	c := &Cluster{cfg: cfg, World: w, Net: sim.NewNetwork(w, cfg.Link), journalCut: map[string]bool{}}
+	c := &Cluster{cfg: cfg, World: w, Net: sim.NewNetwork(w, cfg.Link), journalCut: map[string]bool{},
+		healed: map[string][]func(){}, calls: map[*sim.Co]bool{}}
 	for i := range cfg.Nodes {
 		n := &Node{c: c, Name: fmt.Sprintf("n%d", i+1)}
 		n.addr = n.Name + ":7946"
@@ -543,7 +549,25 @@ func (c *Cluster) Heal() {
 
 // CutJournal makes the journal unreachable from node name (or reachable
 // again).
-func (c *Cluster) CutJournal(name string, cut bool) { c.journalCut[name] = cut }
+func (c *Cluster) CutJournal(name string, cut bool) {
+	c.journalCut[name] = cut
+	if !cut {
+		waiting := c.healed[name]
+		delete(c.healed, name)
+		for _, f := range waiting {
+			c.World.After(0, f)
+		}
+	}
+}
+
+// Close ends what the simulation still runs outside its events (entity
+// calls waiting on a cut journal); call it once the world is done.
+func (c *Cluster) Close() {
+	for co := range c.calls {
+		co.Stop() // the world is done: the order cannot matter
+	}
+	clear(c.calls)
+}
 
 // Down has node at down member uid, as an operator would.
 // DownNow downs uid on node at's word now (the node's process runs and

@@ -7,10 +7,12 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"time"
 
 	"github.com/shardtest/shardtest/impl/sharding"
 	"github.com/shardtest/shardtest/protocol"
 	"github.com/shardtest/shardtest/protocol/journal"
+	"github.com/shardtest/shardtest/sim"
 )
 
 // simShard drives the entity runner (sharding.ShardState) of a shard
@@ -32,9 +34,16 @@ type simShard struct {
 // simEntity is a started (or starting) incarnation.
 type simEntity struct {
 	inst sharding.Entity
-	// cancel ends the incarnation's current call (CancelEntity, or a
-	// journal cut: see entityJournal).
-	cancel context.CancelFunc
+	// The current call: cancel ends it (a journal cut outlasting its
+	// deadline: see entityJournal); co and resume are its coroutine, when
+	// it runs as one; deadline is when its caller gives up.
+	cancel   context.CancelFunc
+	deadline time.Duration
+	co       *sim.Co
+	resume   func()
+	// gone: the entity's process has ended (a call waiting on the journal
+	// must not write once it has).
+	gone func() bool
 }
 
 func newSimShard(r *region, id string) *simShard {
@@ -73,7 +82,7 @@ func (sh *simShard) apply(eff sharding.ShardEffect) {
 	c := r.inc.n.c
 	switch e := eff.(type) {
 	case sharding.StartEntity:
-		ent := &simEntity{}
+		ent := &simEntity{gone: r.inc.gone}
 		sh.ents[e.Inc] = ent
 		r.inc.after(jitter(c, entityStartTime), "", func() {
 			ec := sharding.EntityContext{
@@ -84,27 +93,37 @@ func (sh *simShard) apply(eff sharding.ShardEffect) {
 				},
 			}
 			var err error
-			ent.call(func(ctx context.Context) { ent.inst, err = sharding.CallFactory(r.factory, ctx, ec) })
-			sh.step(sharding.ShStarted{Entity: e.Entity, Inc: e.Inc, Err: err})
+			sh.call(ent, r.now()+journal.DefaultTimeout, func(ctx context.Context) { ent.inst, err = sharding.CallFactory(r.factory, ctx, ec) },
+				func() { sh.step(sharding.ShStarted{Entity: e.Entity, Inc: e.Inc, Err: err}) })
 		})
 	case sharding.HandleMsg:
 		m := r.msgs[e.Msg.ID]
 		delete(r.msgs, e.Msg.ID)
 		r.inc.after(jitter(c, entityServeTime), "", func() {
-			sh.step(sharding.ShHandled{Entity: e.Entity, Inc: e.Inc, Failed: sh.handle(e, m)})
+			sh.handle(e, m, func(failed bool) {
+				sh.step(sharding.ShHandled{Entity: e.Entity, Inc: e.Inc, Failed: failed})
+			})
 		})
 	case sharding.StopEntity:
 		r.inc.after(jitter(c, entityStopTime), "", func() {
 			var err error
-			if ent := sh.ents[e.Inc]; ent != nil && ent.inst != nil {
-				ent.call(func(ctx context.Context) { err = sharding.CallStop(ent.inst, ctx) })
+			stopped := func() {
+				delete(sh.ents, e.Inc)
+				sh.step(sharding.ShStopped{Entity: e.Entity, Inc: e.Inc, Err: err})
 			}
-			delete(sh.ents, e.Inc)
-			sh.step(sharding.ShStopped{Entity: e.Entity, Inc: e.Inc, Err: err})
+			ent := sh.ents[e.Inc]
+			if ent == nil || ent.inst == nil {
+				stopped()
+				return
+			}
+			sh.call(ent, r.now()+journal.DefaultTimeout, func(ctx context.Context) { err = sharding.CallStop(ent.inst, ctx) }, stopped)
 		})
 	case sharding.CancelEntity:
-		// Nothing runs between the simulation's steps: an entity given up
-		// on is simply never called again.
+		// An entity given up on is never called again; a call of it still
+		// waiting on the journal ends.
+		if ent := sh.ents[e.Inc]; ent != nil && ent.cancel != nil {
+			ent.cancel()
+		}
 		delete(sh.ents, e.Inc)
 	case sharding.FailShardMsg:
 		if m := r.msgs[e.Msg.ID]; m != nil {
@@ -144,64 +163,120 @@ func (sh *simShard) apply(eff sharding.ShardEffect) {
 	}
 }
 
-// handle hands one message to its incarnation and answers its caller; it
-// reports whether the entity said it failed.
-func (sh *simShard) handle(h sharding.HandleMsg, m *regionMsg) (failed bool) {
+// handle hands one message to its incarnation, answers its caller and
+// then says whether the entity said it failed.
+func (sh *simShard) handle(h sharding.HandleMsg, m *regionMsg, then func(failed bool)) {
 	r := sh.r
 	if m == nil || m.answer == nil {
-		return false // its caller gave up
+		then(false) // its caller gave up
+		return
 	}
 	if r.now() >= m.deadline {
 		m.done(sharding.Reply{}, fmt.Errorf("%w: deadline passed while queued", sharding.ErrNotDelivered))
-		return false
+		then(false)
+		return
 	}
 	ent := sh.ents[h.Inc]
 	if ent == nil || ent.inst == nil {
 		m.done(sharding.Reply{}, fmt.Errorf("%w: incarnation %s is gone", sharding.ErrNotDelivered, h.Inc))
-		return false
+		then(false)
+		return
 	}
 	var res json.RawMessage
 	var err error
-	ent.call(func(ctx context.Context) { res, err = sharding.CallHandle(ent.inst, ctx, m.msg) })
-	if err != nil {
-		m.done(sharding.Reply{}, &sharding.EntityError{Entity: h.Entity, Err: err})
-		return errors.Is(err, sharding.ErrEntityFailed)
-	}
-	if len(res) == 0 {
-		res = json.RawMessage("null")
-	}
-	m.done(sharding.Reply{Payload: res, Node: r.self(), Shard: sh.id, EntityIncarnation: h.Inc}, nil)
-	return false
+	sh.call(ent, m.deadline, func(ctx context.Context) { res, err = sharding.CallHandle(ent.inst, ctx, m.msg) }, func() {
+		if err != nil {
+			m.done(sharding.Reply{}, &sharding.EntityError{Entity: h.Entity, Err: err})
+			then(errors.Is(err, sharding.ErrEntityFailed))
+			return
+		}
+		if len(res) == 0 {
+			res = json.RawMessage("null")
+		}
+		m.done(sharding.Reply{Payload: res, Node: r.self(), Shard: sh.id, EntityIncarnation: h.Inc}, nil)
+		then(false)
+	})
 }
 
 // call runs f, one call into the entity's code, with a context of its
-// own that a journal cut ends (entityJournal).
-func (e *simEntity) call(f func(ctx context.Context)) {
+// own, then then. deadline bounds its waiting on a cut journal: its
+// caller's for a message, the journal client's attempt for a start or a
+// stop (their contexts have none; the real client gives up on an attempt
+// after that). Made while the node is cut off from the journal, the call
+// runs as a coroutine of the world (sim.Co), whose journal calls wait, in
+// virtual time, until the cut heals or the call's deadline passes, as a
+// real entity's writes hang on a cut journal (entityJournal); any other
+// call runs at once, as one step.
+func (sh *simShard) call(e *simEntity, deadline time.Duration, f func(ctx context.Context), then func()) {
+	c := sh.r.inc.n.c
 	ctx, cancel := context.WithCancel(context.Background())
-	e.cancel = cancel
-	defer cancel()
-	f(ctx)
+	e.cancel, e.deadline = cancel, deadline
+	if !c.journalCut[sh.r.inc.n.Name] {
+		f(ctx)
+		cancel()
+		then()
+		return
+	}
+	var co *sim.Co
+	co = sim.Go(func(co *sim.Co) {
+		defer cancel()
+		f(ctx)
+	})
+	e.co = co
+	c.calls[co] = true
+	e.resume = func() {
+		co.Resume()
+		if co.Done() && c.calls[co] {
+			delete(c.calls, co)
+			e.co, e.resume = nil, nil
+			then()
+		}
+	}
+	e.resume()
 }
 
 // entityJournal is the node's journal as an entity reaches it. The
-// simulation's journal answers at once, so an entity's code never waits —
-// but for a journal cut: the real entity then retries its append until its
-// caller's deadline, which would block the simulation. Here a cut ends
-// the call's context at once, so the entity reports the outcome unknown
-// (and re-reads before its next write), as the real one does when the cut
-// outlasts the deadline. That the cut may heal within the deadline is not
-// modelled.
+// simulation's journal answers at once; while the node is cut off from
+// it, a call waits (its coroutine parks) until the cut heals — then it is
+// made — or until the entity call's deadline, when the call's context
+// ends and the journal is reported unavailable: the entity then reports
+// the outcome unknown (and re-reads before its next write), as the real
+// one does when a cut outlasts its caller's deadline.
 type entityJournal struct {
 	nodeJournal
 	e *simEntity
 }
 
 func (j entityJournal) cutOff() error {
-	err := j.cut()
-	if err != nil && j.e.cancel != nil {
-		j.e.cancel()
+	c := j.c
+	for {
+		err := j.cut()
+		if err == nil {
+			return nil
+		}
+		e := j.e
+		co := e.co
+		if co == nil || c.World.Now() >= e.deadline {
+			if e.cancel != nil {
+				e.cancel()
+			}
+			return err
+		}
+		// Wait for the heal or the deadline, whichever comes first.
+		woken := false
+		wake := func() {
+			if !woken && e.co == co {
+				woken = true
+				e.resume()
+			}
+		}
+		c.healed[j.node] = append(c.healed[j.node], wake)
+		c.World.At(e.deadline, wake)
+		if !co.Park() || e.gone() {
+			e.cancel()
+			return err
+		}
 	}
-	return err
 }
 
 func (j entityJournal) Append(ctx context.Context, pid string, expectedSeq int64, epoch uint64, data [][]byte) (int64, error) {
