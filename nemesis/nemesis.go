@@ -101,13 +101,14 @@ type Env struct {
 	// Capabilities the implementation declares (GET /v1/capabilities).
 	Capabilities []string
 	Log          *slog.Logger
-	// Clock, Client and Sequential let a simulation run the faults in its
+	// Clock, Client and Parallel let a simulation run the faults in its
 	// virtual time: the time faults wait by (nil: the machine's), the
-	// client of a node (nil: HTTP to its address), and whether work on
-	// several nodes runs one node after another rather than at once.
-	Clock      Clock
-	Client     func(Node) *client.Client
-	Sequential bool
+	// client of a node (nil: HTTP to its address), and how work on several
+	// nodes runs at once (nil: a goroutine each; a simulation's are
+	// coroutines of its world).
+	Clock    Clock
+	Client   func(Node) *client.Client
+	Parallel func(n int, f func(i int))
 }
 
 // Clock is the time faults wait by.
@@ -131,13 +132,11 @@ func (e *Env) sleep(ctx context.Context, d time.Duration) error {
 	return sleep(ctx, d)
 }
 
-// parallel runs f(i) for i < n, at once (one goroutine each) or, with
-// Sequential, one after another.
+// parallel runs f(i) for i < n at once (one goroutine each, or as
+// Parallel runs them) and returns once all have returned.
 func (e *Env) parallel(n int, f func(i int)) {
-	if e.Sequential {
-		for i := range n {
-			f(i)
-		}
+	if e.Parallel != nil {
+		e.Parallel(n, f)
 		return
 	}
 	var wg sync.WaitGroup

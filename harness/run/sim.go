@@ -85,6 +85,11 @@ func checkSim(o Options) error {
 	if o.Image != "" {
 		return fmt.Errorf("%w: the sim runtime simulates the reference node; --image is for --runtime docker", ErrUnsupported)
 	}
+	for _, st := range o.Schedule {
+		if strings.HasPrefix(st.Fault, "clock:") {
+			return fmt.Errorf("%w: the simulated node has no clock of its own to skew yet (%s)", ErrUnsupported, st.Fault)
+		}
+	}
 	if _, err := simConfig(o); err != nil {
 		return err
 	}
@@ -280,8 +285,47 @@ type simRun struct {
 	w    *sim.World
 	hw   *history.Writer
 	kits map[string]http.Handler
-	// procs: every coroutine started, to stop them in the end.
-	procs []*simProc
+	// procs: every coroutine started, to stop them in the end; current:
+	// the one running now (nil: none, the scheduler runs).
+	procs   []*simProc
+	current *simProc
+}
+
+// resume runs p until it parks or returns (see sim.Co), as the current
+// coroutine.
+func (s *simRun) resume(p *simProc, stop bool) {
+	prev := s.current
+	s.current = p
+	if stop {
+		p.co.Stop()
+	} else {
+		p.co.Resume()
+	}
+	s.current = prev
+}
+
+// parallel runs f(i) for i < n each in a coroutine of its own, at once,
+// and returns once all have returned (nemesis.Env.Parallel: a heal that
+// restarts several nodes waits for them together, as on a real cluster).
+func (s *simRun) parallel(n int, f func(i int)) {
+	parent := s.current
+	if parent == nil || n == 0 {
+		for i := range n {
+			f(i)
+		}
+		return
+	}
+	left := n
+	wake := parent.waker()
+	for i := range n {
+		s.spawn(func(*simProc) {
+			f(i)
+			if left--; left == 0 {
+				wake()
+			}
+		})
+	}
+	parent.park()
 }
 
 // phase records a phase entry.
@@ -293,7 +337,7 @@ func (s *simRun) phase(name string, value []byte) {
 func (s *simRun) run(ctx context.Context, caps protocol.Capabilities) error {
 	defer func() {
 		for _, p := range s.procs {
-			p.co.Stop()
+			s.resume(p, true)
 		}
 	}()
 	o, c, w := s.o, s.c, s.w
@@ -337,7 +381,7 @@ func (s *simRun) run(ctx context.Context, caps protocol.Capabilities) error {
 	var nemDone *simProc
 	if nem != nil {
 		nemDone = s.spawn(func(p *simProc) {
-			nem.Env.Clock, nem.Env.Sequential = p, true
+			nem.Env.Clock, nem.Env.Parallel = p, s.parallel
 			nem.Env.Client = func(n nemesis.Node) *client.Client { return s.client(n.Name) }
 			nem.Run(p.context(), s.now(), o.plan(nemesis.Names(nem.Faults)))
 		})
@@ -479,10 +523,10 @@ func (s *simRun) now() time.Time { return simEpoch().Add(s.w.Now()) }
 
 // spawn starts f as a coroutine of the world, now.
 func (s *simRun) spawn(f func(p *simProc)) *simProc {
-	p := &simProc{w: s.w}
+	p := &simProc{w: s.w, s: s}
 	p.co = sim.Go(func(co *sim.Co) { f(p) })
 	s.procs = append(s.procs, p)
-	s.w.At(s.w.Now(), p.co.Resume)
+	s.w.At(s.w.Now(), func() { s.resume(p, false) })
 	return p
 }
 
@@ -521,6 +565,7 @@ func (r *simSlots) take(now time.Duration) time.Duration {
 // nemesis): it waits in virtual time and for the simulated nodes.
 type simProc struct {
 	w  *sim.World
+	s  *simRun
 	co *sim.Co
 	// token names the wait in progress (0: none): only the event that
 	// ends that wait resumes the coroutine.
@@ -538,8 +583,13 @@ func (p *simProc) context() context.Context {
 	return context.WithValue(context.Background(), procKey{}, p)
 }
 
+// The running coroutine is the proc: a context handed to coroutines of
+// their own (nemesis.Env.Parallel's) still names the one that made it.
 func procOf(ctx context.Context) *simProc {
 	p, _ := ctx.Value(procKey{}).(*simProc)
+	if p != nil && p.s.current != nil {
+		return p.s.current
+	}
 	return p
 }
 
@@ -553,7 +603,7 @@ func (p *simProc) waker() func() {
 		p.w.After(0, func() {
 			if p.waiting == t {
 				p.waiting = 0
-				p.co.Resume()
+				p.s.resume(p, false)
 			}
 		})
 	}
@@ -592,7 +642,7 @@ func (p *simProc) startOp(d time.Duration) {
 			p.timedOut = true
 			if p.waiting != 0 {
 				p.waiting = 0
-				p.co.Resume()
+				p.s.resume(p, false)
 			}
 		}
 	})
@@ -602,6 +652,9 @@ func (p *simProc) startOp(d time.Duration) {
 func (p *simProc) Now() time.Time { return simEpoch().Add(p.w.Now()) }
 
 func (p *simProc) Sleep(ctx context.Context, d time.Duration) error {
+	if q := p.s.current; q != nil {
+		p = q // the coroutine that sleeps (see procOf)
+	}
 	if !p.sleep(d) {
 		return context.Canceled
 	}
@@ -843,12 +896,23 @@ func (f simFaults) SetRules(_ context.Context, name string, r nemesis.Rules) err
 }
 
 func (f simFaults) Kill(_ context.Context, name string) error {
+	if name == f.Journal().Name {
+		f.s.c.StopJournal(true)
+		return nil
+	}
 	f.s.c.Kill(name)
 	return nil
 }
 
 // Start starts a new process and waits (in virtual time) until it is up.
 func (f simFaults) Start(ctx context.Context, name string) error {
+	if name == f.Journal().Name {
+		f.s.c.StopJournal(false)
+		return nil
+	}
+	if f.s.c.Node(name) == nil {
+		return fmt.Errorf("no node %s", name)
+	}
 	f.s.c.Start(name)
 	p := procOf(ctx)
 	for range 300 {

@@ -19,8 +19,8 @@ type nodeJournal struct {
 }
 
 func (j nodeJournal) cut() error {
-	if j.c.journalCut[j.node] {
-		return fmt.Errorf("%w: %s is cut off from the journal", journal.ErrUnavailable, j.node)
+	if !j.c.journalReachable(j.node) {
+		return fmt.Errorf("%w: %s does not reach the journal", journal.ErrUnavailable, j.node)
 	}
 	return nil
 }

@@ -25,6 +25,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"time"
 
@@ -141,8 +142,9 @@ type Cluster struct {
 	lives []Life
 	// journalCut: nodes that cannot reach the journal; healed: what waits
 	// for each node's cut to heal (entity calls waiting on the journal).
-	journalCut map[string]bool
-	healed     map[string][]func()
+	journalCut  map[string]bool
+	journalDown bool
+	healed      map[string][]func()
 	// calls: entity calls running as coroutines (waiting on a cut
 	// journal), stopped by Close.
 	calls map[*sim.Co]bool
@@ -552,13 +554,33 @@ func (c *Cluster) Heal() {
 func (c *Cluster) CutJournal(name string, cut bool) {
 	c.journalCut[name] = cut
 	if !cut {
-		waiting := c.healed[name]
-		delete(c.healed, name)
-		for _, f := range waiting {
-			c.World.After(0, f)
+		c.journalBack(name)
+	}
+}
+
+// StopJournal stops the journal's process (kill:journal) or starts it
+// again: while it is stopped no node reaches it; what it stored stays.
+func (c *Cluster) StopJournal(stopped bool) {
+	c.journalDown = stopped
+	if !stopped {
+		for _, n := range slices.Sorted(maps.Keys(c.healed)) {
+			c.journalBack(n)
 		}
 	}
 }
+
+// journalBack wakes what waits for node name to reach the journal (each
+// looks again: another cut may remain).
+func (c *Cluster) journalBack(name string) {
+	waiting := c.healed[name]
+	delete(c.healed, name)
+	for _, f := range waiting {
+		c.World.After(0, f)
+	}
+}
+
+// journalReachable reports whether node name reaches the journal.
+func (c *Cluster) journalReachable(name string) bool { return !c.journalDown && !c.journalCut[name] }
 
 // Close ends what the simulation still runs outside its events (entity
 // calls waiting on a cut journal); call it once the world is done.

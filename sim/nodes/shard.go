@@ -211,7 +211,7 @@ func (sh *simShard) call(e *simEntity, deadline time.Duration, f func(ctx contex
 	c := sh.r.inc.n.c
 	ctx, cancel := context.WithCancel(context.Background())
 	e.cancel, e.deadline = cancel, deadline
-	if !c.journalCut[sh.r.inc.n.Name] {
+	if c.journalReachable(sh.r.inc.n.Name) {
 		f(ctx)
 		cancel()
 		then()
