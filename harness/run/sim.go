@@ -45,7 +45,8 @@ import (
 // The simulated node runs membership, the ID generator singleton and
 // sharding (regions, shards, coordinators, and the real register and log
 // entities): the idgen, register and append workloads. The sender entity
-// (the deliver workload), clock faults and adding nodes are not simulated.
+// (the deliver workload) is not simulated. Each node has the real node's
+// clock over virtual time, which clock faults skew.
 type Sim struct{}
 
 // Name implements Runtime.
@@ -84,11 +85,6 @@ func checkSim(o Options) error {
 	}
 	if o.Image != "" {
 		return fmt.Errorf("%w: the sim runtime simulates the reference node; --image is for --runtime docker", ErrUnsupported)
-	}
-	for _, st := range o.Schedule {
-		if strings.HasPrefix(st.Fault, "clock:") {
-			return fmt.Errorf("%w: the simulated node has no clock of its own to skew yet (%s)", ErrUnsupported, st.Fault)
-		}
 	}
 	if _, err := simConfig(o); err != nil {
 		return err
@@ -808,6 +804,7 @@ func (s *simRun) kitNode(n *nodes.Node) *kit.Node {
 			}
 			return nil
 		},
+		Clock:          simClockControl{n},
 		EntityTypes:    simEntityTypes(),
 		ShardingStatus: n.Sharding,
 		Coordinator:    true,
@@ -815,6 +812,19 @@ func (s *simRun) kitNode(n *nodes.Node) *kit.Node {
 		RequestTimeout: 24 * time.Hour,
 	}
 }
+
+// simClockControl is a simulated node's clock as the kit skews it (the
+// capability clock): the real node's clock.Adjustable over virtual time.
+type simClockControl struct{ n *nodes.Node }
+
+func (c simClockControl) Get() protocol.ClockState {
+	if c.n.Clock() == nil {
+		return protocol.ClockState{}
+	}
+	return node.ClockStateOf(c.n.Clock())
+}
+
+func (c simClockControl) Set(req protocol.ClockRequest) error { return c.n.SetClock(node.SkewOf(req)) }
 
 // simCluster is the simulated cluster as the nemesis reaches it.
 type simCluster struct{ s *simRun }

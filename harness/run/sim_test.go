@@ -11,7 +11,6 @@ import (
 
 	"github.com/shardtest/shardtest/checker"
 	"github.com/shardtest/shardtest/history"
-	"github.com/shardtest/shardtest/nemesis"
 	"github.com/shardtest/shardtest/workloads"
 )
 
@@ -82,9 +81,6 @@ func TestSimRefusesWhatItCannotRun(t *testing.T) {
 		{"node-arg", func(o *Options) { o.NodeArgs = []string{"--heartbeat-interval=1s"} }},
 		{"bug", func(o *Options) { o.NodeArgs = []string{"--bugs=no-such-bug"} }},
 		{"setting", func(o *Options) { o.NodeSettings = map[string]string{"roles": "a"} }},
-		{"clock", func(o *Options) {
-			o.Nemesis, o.Schedule = "", []nemesis.Step{{At: time.Second, Fault: "clock:bump"}, {At: 2 * time.Second, Fault: "clock:bump", Heal: true}}
-		}},
 		{"image", func(o *Options) { o.Image = "someone/else:1" }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -331,16 +331,24 @@ func (n *Node) shardingStatus() []protocol.ShardingStatus {
 // clockControl is the node's clock as the kit skews it.
 type clockControl struct{ n *Node }
 
-func (c clockControl) Get() protocol.ClockState {
-	s := c.n.cfg.Clock.Current()
-	return protocol.ClockState{OffsetMS: float64(s.Offset) / float64(time.Millisecond), Drift: s.Drift, Now: protocol.Time(c.n.cfg.Clock.Now())}
+func (c clockControl) Get() protocol.ClockState { return ClockStateOf(c.n.cfg.Clock) }
+
+// ClockStateOf is a node clock's state as the protocol shows it.
+func ClockStateOf(c *clock.Adjustable) protocol.ClockState {
+	s := c.Current()
+	return protocol.ClockState{OffsetMS: float64(s.Offset) / float64(time.Millisecond), Drift: s.Drift, Now: protocol.Time(c.Now())}
+}
+
+// SkewOf is the skew a clock request asks for.
+func SkewOf(req protocol.ClockRequest) clock.Skew {
+	return clock.Skew{Offset: time.Duration(req.OffsetMS * float64(time.Millisecond)), Drift: req.Drift}
 }
 
 func (c clockControl) Set(req protocol.ClockRequest) error { return c.n.SetClock(req) }
 
 // SetClock replaces the clock's skew.
 func (n *Node) SetClock(req protocol.ClockRequest) error {
-	s := clock.Skew{Offset: time.Duration(req.OffsetMS * float64(time.Millisecond)), Drift: req.Drift}
+	s := SkewOf(req)
 	if err := n.cfg.Clock.Set(s); err != nil {
 		return err
 	}

@@ -85,7 +85,7 @@ func (co *coordinator) step(in sharding.CoInput) {
 	if co.gone() {
 		return
 	}
-	for _, eff := range co.cm.Step(co.m.inc.n.c.World.Now(), in) {
+	for _, eff := range co.cm.Step(co.m.inc.n.elapsed(), in) {
 		co.apply(eff)
 	}
 }
@@ -182,7 +182,7 @@ func (co *coordinator) stop() {
 	if co.stopped {
 		return
 	}
-	co.cm.Step(co.m.inc.n.c.World.Now(), sharding.CoStop{})
+	co.cm.Step(co.m.inc.n.elapsed(), sharding.CoStop{})
 	co.stopped = true
 	if !co.m.inc.gone() {
 		co.m.inc.n.emit(protocol.Event{Type: protocol.EventCoordinatorStopped, Member: co.m.inc.m.Self().UID(), EntityType: co.s.TypeName,
@@ -190,15 +190,15 @@ func (co *coordinator) stop() {
 	}
 }
 
-// simClock is the virtual time as an entity's clock. An entity's code
+// simClock is the node's clock as an entity's clock. An entity's code
 // never waits in the simulation (the journal answers at once), so its
 // timers never fire: the only one it arms (retrying an append during a
 // journal cut) is cut short by the call's context (see entityJournal).
-type simClock struct{ c *Cluster }
+type simClock struct{ n *Node }
 
-func (k simClock) Now() time.Time                  { return time.Unix(epochUnix, 0).UTC().Add(k.c.World.Now()) }
+func (k simClock) Now() time.Time                  { return k.n.clock.Now() }
 func (k simClock) Since(t time.Time) time.Duration { return k.Now().Sub(t) }
-func (k simClock) Elapsed() time.Duration          { return k.c.World.Now() }
+func (k simClock) Elapsed() time.Duration          { return k.n.elapsed() }
 func (simClock) NewTimer(time.Duration) clock.Timer {
 	return idleTimer{}
 }

@@ -97,8 +97,11 @@ func (inc *incarnation) gone() bool {
 }
 
 // after schedules f d from now on this incarnation (kind: see Node.run).
+//
+// d is of the node's clock (drift makes it longer or shorter in virtual
+// time), as every timer of the real node is.
 func (inc *incarnation) after(d time.Duration, kind string, f func()) sim.Event {
-	return inc.n.c.World.After(d, func() {
+	return inc.n.c.World.After(inc.n.clock.Real(d), func() {
 		if inc.gone() {
 			return
 		}
@@ -184,15 +187,14 @@ func (inc *incarnation) shutdown(done func()) {
 	}
 }
 
-// step steps the membership machine at the virtual time and carries out
+// step steps the membership machine at the node clock's time and carries out
 // its effects; it returns the error of a Rejected effect.
 func (inc *incarnation) step(in cluster.Input) error {
 	if inc.gone() {
 		return nil
 	}
-	c := inc.n.c
 	var rejected error
-	for _, e := range inc.m.Step(c.World.Now(), in) {
+	for _, e := range inc.m.Step(inc.n.elapsed(), in) {
 		if r, ok := e.(cluster.Rejected); ok {
 			rejected = r.Err
 		}

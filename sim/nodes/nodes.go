@@ -30,6 +30,7 @@ import (
 	"time"
 
 	"github.com/shardtest/shardtest/history"
+	"github.com/shardtest/shardtest/impl/clock"
 	"github.com/shardtest/shardtest/impl/cluster"
 	"github.com/shardtest/shardtest/impl/entities"
 	"github.com/shardtest/shardtest/impl/sharding"
@@ -266,6 +267,42 @@ type Node struct {
 	ticking map[string]bool
 	// entityStarts numbers the process's entity incarnations.
 	entityStarts uint64
+	// clock is the process's clock: the real node's (clock.Adjustable)
+	// over the virtual time, skewed by clock faults.
+	clock *clock.Adjustable
+}
+
+// elapsed is the node clock's monotonic reading: what its machines step
+// with (it drifts with the clock, never jumps).
+func (n *Node) elapsed() time.Duration { return n.clock.Elapsed() }
+
+// SetClock skews the node's clock, as the real node's admin endpoint does
+// (offset and drift; the clock goes on from now), and logs it.
+func (n *Node) SetClock(s clock.Skew) error {
+	if n.clock == nil {
+		return fmt.Errorf("node %s: its process is not running", n.Name)
+	}
+	if err := n.clock.Set(s); err != nil {
+		return err
+	}
+	n.emit(protocol.Event{Type: protocol.EventClockChanged, Detail: fmt.Sprintf("offset %v drift %v", s.Offset, s.Drift)})
+	return nil
+}
+
+// Clock is the node's clock (nil when its process is not running).
+func (n *Node) Clock() *clock.Adjustable { return n.clock }
+
+// worldTime is the virtual time as a clock's base: what the machine's
+// clock is to a real node. The node's timers are world events (see
+// incarnation.after), so it makes none.
+type worldTime struct{ c *Cluster }
+
+func (w worldTime) Now() time.Time { return time.Unix(epochUnix, 0).UTC().Add(w.c.World.Now()) }
+func (worldTime) NewTimer(time.Duration) clock.Timer {
+	panic("sim: a node's timers are world events")
+}
+func (worldTime) NewTicker(time.Duration) clock.Ticker {
+	panic("sim: a node's tickers are world events")
 }
 
 // Running reports whether the node's process runs (paused or not).
@@ -358,7 +395,7 @@ func (n *Node) emit(e protocol.Event) {
 	n.seq++
 	e.Seq = n.seq
 	now := n.c.World.Now()
-	e.Time = time.Unix(epochUnix, 0).UTC().Add(now)
+	e.Time = n.clock.Now()
 	if n.inc != nil && e.Incarnation == "" {
 		e.Incarnation = n.inc.m.Self().Incarnation
 	}
@@ -375,6 +412,7 @@ func (n *Node) startProcess() {
 	n.restarted, n.prev = false, nil
 	n.paused, n.backlog, n.ticking = false, nil, map[string]bool{}
 	n.entityStarts = 0
+	n.clock = clock.On(worldTime{n.c})
 	n.emit(protocol.Event{Type: protocol.EventNodeStarted, Detail: "http " + n.Name + ":8080"})
 	n.startIncarnation()
 }

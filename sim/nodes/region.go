@@ -197,7 +197,7 @@ func (r *region) deliver(msg sharding.Message, placed func(), answer func(shardi
 // every 20 ms as the real region does; if the message's deadline comes
 // first it fails, definitely (it went nowhere).
 func (r *region) whenFresh(m *regionMsg, f func()) {
-	if r.inc.m.Fresh(r.now()) {
+	if r.inc.m.Fresh(r.inc.n.elapsed()) {
 		f()
 		return
 	}

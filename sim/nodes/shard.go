@@ -72,7 +72,7 @@ func (sh *simShard) step(in sharding.ShardInput) {
 	if r.inc.gone() {
 		return
 	}
-	for _, eff := range sh.st.Step(r.now(), in) {
+	for _, eff := range sh.st.Step(r.inc.n.elapsed(), in) {
 		sh.apply(eff)
 	}
 }
@@ -87,7 +87,7 @@ func (sh *simShard) apply(eff sharding.ShardEffect) {
 		r.inc.after(jitter(c, entityStartTime), "", func() {
 			ec := sharding.EntityContext{
 				TypeName: r.s.TypeName, EntityID: e.Entity, ShardID: sh.id, Incarnation: e.Inc, Node: r.self(),
-				Clock: simClock{c}, Journal: entityJournal{nodeJournal{c, r.inc.n.Name}, ent}, Logger: slog.New(slog.DiscardHandler),
+				Clock: simClock{r.inc.n}, Journal: entityJournal{nodeJournal{c, r.inc.n.Name}, ent}, Logger: slog.New(slog.DiscardHandler),
 				Passivate: func() {
 					r.inc.after(0, "", func() { sh.step(sharding.ShPassivate{Entity: e.Entity, Inc: e.Inc}) })
 				},

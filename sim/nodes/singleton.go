@@ -156,7 +156,7 @@ func (m *manager) step(in singleton.Input) {
 	if m.inc.gone() {
 		return
 	}
-	for _, e := range m.st.Step(m.inc.n.c.World.Now(), in) {
+	for _, e := range m.st.Step(m.inc.n.elapsed(), in) {
 		m.apply(e)
 	}
 }
@@ -451,7 +451,7 @@ func (m *manager) receive(from string, msg managerMsg) {
 	if msg.to != inc.m.Self().UID() {
 		reply.err = "wrong member: this is " + inc.m.Self().UID()
 	} else {
-		for _, e := range m.st.Step(c.World.Now(), singleton.InMessage{Op: msg.op, From: msg.from}) {
+		for _, e := range m.st.Step(inc.n.elapsed(), singleton.InMessage{Op: msg.op, From: msg.from}) {
 			if r, ok := e.(singleton.Reply); ok {
 				// A refusal is an error answer, as the real node's 409.
 				reply.said = r.Answer
