@@ -1,24 +1,29 @@
 // Package nodes runs reference nodes in a deterministic simulation: each
-// node's membership (cluster.MembershipState) and singleton manager
-// (singleton.ManagerState) are the very state machines the real node runs,
-// driven here over sim's virtual network and virtual time instead of
-// memberlist, HTTP and the machine's clock. Everything happens as events of
-// one sim.World, on one goroutine, in an order the seed decides, so a seed
-// replays exactly, and the events the nodes log come out byte for byte the
-// same.
+// node's membership (cluster.MembershipState), singleton managers and
+// proxies (singleton.ManagerState, ProxyState), and sharding (per entity
+// type a sharding.RegionState, the ShardStates of the shards it hosts with
+// the real register and log entities, and the coordinator singleton, a
+// sharding.CoordinatorMachine) are the very state machines the real node
+// runs, driven here over sim's virtual network, an in-memory journal
+// (sim.Journal) and virtual time instead of memberlist, HTTP, the journal
+// server and the machine's clock. Everything happens as events of one
+// sim.World, on one goroutine, in an order the seed decides, so a seed
+// replays exactly, and the events the nodes log come out byte for byte
+// the same.
 //
-// A node here is what the real node is as far as membership and the
-// singleton go: it allocates its up-number from the journal, joins through
-// its seeds, sends heartbeats and pushes its state, resolves partitions,
-// restarts in process after it was downed (joining only, with its previous
-// view), leaves gracefully, and runs the id-generator singleton's manager,
-// whose instance starts and stops after a delay drawn from the seed. Faults
-// act on the simulated world: partitions and one-way cuts, loss, kills
-// (volatile state lost), pauses, operator downing, graceful leaves.
+// A node here is what the real node is: it allocates its up-number from
+// the journal, joins through its seeds, sends heartbeats and pushes its
+// state, resolves partitions, restarts in process after it was downed
+// (joining only, with its previous view), leaves gracefully (shards
+// first, then singletons), runs the id-generator and the coordinators,
+// routes, buffers and forwards entity messages and fire-and-forget tells,
+// and has a clock of its own that clock faults skew. Faults act on the
+// simulated world: partitions and one-way cuts, loss, kills (volatile
+// state lost), pauses, journal cuts and a stopped journal, operator
+// downing, graceful leaves, nodes added and removed.
 //
-// What is not here yet: the sharding machines, entities, the singleton
-// proxy and clients (and so a history of operations); memberlist's own
-// gossip is modelled by push/pull exchanges over streams (see exchange).
+// Not here: the sender entity; memberlist's own gossip is modelled by
+// push/pull exchanges over streams (see exchange).
 package nodes
 
 import (
