@@ -1,0 +1,172 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/shardtest/shardtest/protocol"
+)
+
+// The id generator's keys in etcd.
+const (
+	// electionPrefix is the election's prefix: one key per candidate.
+	electionPrefix = "/shardtest/id-generator/election/"
+	// counterKey holds the last id handed out (decimal).
+	counterKey = "/shardtest/id-generator/counter"
+)
+
+// instance is one run of the id generator on this member: from a won
+// election to the end of its session (or a fenced write).
+type instance struct {
+	id protocol.SingletonInstance
+	// key and rev are the leader key and its create revision (what a
+	// fenced write compares).
+	key string
+	rev int64
+	// counter is the last id this instance handed out (or spent).
+	counter int64
+	// fenced is closed when a fenced write found the leader key gone.
+	fenced     chan struct{}
+	fencedOnce sync.Once
+}
+
+// errNotHere: no instance runs here (any more); nothing was written.
+var errNotHere = errors.New("the id generator does not run on this member")
+
+// errFenced: the instance's leader key is gone; nothing was written.
+var errFenced = errors.New("fenced: the leader key this instance won with is gone")
+
+// singleton is the id generator on this member: at most one instance at
+// a time, serving next-id one request after another.
+type singleton struct {
+	cli    *clientv3.Client
+	fence  bool
+	log    *slog.Logger
+	event  func(protocol.Event)
+	starts int64 // instances started in this incarnation
+
+	// mu serializes next-id (each a write to etcd) and guards cur.
+	mu  sync.Mutex
+	cur *instance
+	// lastWrite is when the last id was written (for the log: a write
+	// after a long gap is logged, such as the first after a pause).
+	lastWrite time.Time
+}
+
+// logGap is the gap between two writes after which the second is logged.
+const logGap = time.Second
+
+// readCounter reads the counter: 0 if it was never written.
+func readCounter(ctx context.Context, cli *clientv3.Client) (int64, int64, error) {
+	resp, err := cli.Get(ctx, counterKey)
+	if err != nil {
+		return 0, 0, fmt.Errorf("read the counter: %w", err)
+	}
+	if len(resp.Kvs) == 0 {
+		return 0, resp.Header.Revision, nil
+	}
+	n, err := strconv.ParseInt(string(resp.Kvs[0].Value), 10, 64)
+	if err != nil {
+		return 0, 0, fmt.Errorf("the counter %s holds %q: %w", counterKey, resp.Kvs[0].Value, err)
+	}
+	return n, resp.Header.Revision, nil
+}
+
+// start makes inst the running instance (the election was won and the
+// counter read).
+func (s *singleton) start(inst *instance, readRev int64) {
+	s.mu.Lock()
+	s.cur = inst
+	s.lastWrite = time.Time{}
+	s.mu.Unlock()
+	s.event(protocol.Event{Type: protocol.EventSingletonStarted, Singleton: protocol.IDGenerator,
+		Detail: fmt.Sprintf("instance %s won the election with key %s (create revision %d); counter %d read at revision %d", inst.id, inst.key, inst.rev, inst.counter, readRev)})
+	s.log.Info("won the election: the id generator runs here", "instance", inst.id.String(), "leader_key", inst.key,
+		"leader_rev", inst.rev, "counter", inst.counter, "counter_read_rev", readRev, "fenced_writes", s.fence)
+}
+
+// stop ends inst (if it still runs), saying why.
+func (s *singleton) stop(inst *instance, failed bool, why string) {
+	s.mu.Lock()
+	running := s.cur == inst
+	if running {
+		s.cur = nil
+	}
+	counter := inst.counter
+	s.mu.Unlock()
+	if !running {
+		return
+	}
+	typ := protocol.EventSingletonStopped
+	if failed {
+		typ = protocol.EventSingletonFailed
+	}
+	s.event(protocol.Event{Type: typ, Singleton: protocol.IDGenerator, Detail: fmt.Sprintf("instance %s: %s", inst.id, why)})
+	s.log.Info("the id generator stopped here", "instance", inst.id.String(), "why", why, "last_id", counter)
+}
+
+// running is the instance running here, if any.
+func (s *singleton) running() (protocol.SingletonInstance, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cur == nil {
+		return protocol.SingletonInstance{}, false
+	}
+	return s.cur.id, true
+}
+
+// next hands out the next id: the counter plus one, written to etcd
+// before the reply. Unguarded, a plain Put; fenced, a transaction that
+// writes only while the leader key still has the create revision this
+// instance won with. An id whose write has an unknown outcome is spent
+// (never handed out again by this instance). errNotHere and errFenced
+// mean nothing was written.
+func (s *singleton) next(ctx context.Context) (protocol.NextID, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	inst := s.cur
+	if inst == nil {
+		return protocol.NextID{}, errNotHere
+	}
+	n := inst.counter + 1
+	inst.counter = n
+	val := strconv.FormatInt(n, 10)
+	var rev int64
+	if s.fence {
+		resp, err := s.cli.Txn(ctx).
+			If(clientv3.Compare(clientv3.CreateRevision(inst.key), "=", inst.rev)).
+			Then(clientv3.OpPut(counterKey, val)).
+			Commit()
+		if err != nil {
+			return protocol.NextID{}, fmt.Errorf("write id %d: %w", n, err)
+		}
+		if !resp.Succeeded {
+			s.log.Warn("fenced: the leader key is gone, the counter was not written", "instance", inst.id.String(), "id", n,
+				"leader_key", inst.key, "leader_rev", inst.rev, "revision", resp.Header.Revision)
+			inst.fencedOnce.Do(func() { close(inst.fenced) })
+			return protocol.NextID{}, errFenced
+		}
+		rev = resp.Header.Revision
+	} else {
+		resp, err := s.cli.Put(ctx, counterKey, val)
+		if err != nil {
+			return protocol.NextID{}, fmt.Errorf("write id %d: %w", n, err)
+		}
+		rev = resp.Header.Revision
+	}
+	now := time.Now()
+	if !s.lastWrite.IsZero() && now.Sub(s.lastWrite) > logGap {
+		s.log.Info("wrote an id after a gap", "instance", inst.id.String(), "id", n, "revision", rev, "gap", now.Sub(s.lastWrite).Round(time.Millisecond).String())
+	} else if s.lastWrite.IsZero() {
+		s.log.Info("wrote the instance's first id", "instance", inst.id.String(), "id", n, "revision", rev)
+	}
+	s.lastWrite = now
+	return protocol.NextID{ID: n, Singleton: inst.id}, nil
+}
