@@ -55,6 +55,15 @@ func newForwarder(secret string) *forwarder {
 
 // serve serves the forward port for s until ctx ends.
 func (f *forwarder) serve(ctx context.Context, addr string, s *singleton) error {
+	if err := kit.Serve(ctx, addr, f.handler(s)); err != nil {
+		return fmt.Errorf("serve the forward port %s: %w", addr, err)
+	}
+	return nil
+}
+
+// handler is the forward port's endpoint: next-id on s for a member
+// that knows the cluster secret.
+func (f *forwarder) handler(s *singleton) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST "+forwardPath, func(w http.ResponseWriter, r *http.Request) {
 		if subtle.ConstantTimeCompare([]byte(r.Header.Get(secretHeader)), []byte(f.secret)) != 1 {
@@ -76,10 +85,7 @@ func (f *forwarder) serve(ctx context.Context, addr string, s *singleton) error 
 		w.Header().Set("Content-Type", "application/json")
 		json.NewEncoder(w).Encode(rep)
 	})
-	if err := kit.Serve(ctx, addr, mux); err != nil {
-		return fmt.Errorf("serve the forward port %s: %w", addr, err)
-	}
-	return nil
+	return mux
 }
 
 // errNotSent: the request never reached the member (no connection).

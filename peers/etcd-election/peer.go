@@ -225,7 +225,7 @@ func (p *peer) live(ctx context.Context) {
 // until the session ends, ctx ends, or a fenced write finds the leader key
 // gone. It returns once the session has ended (or ctx).
 func (p *peer) campaign(ctx context.Context, sess *concurrency.Session, self protocol.Member) {
-	elect := concurrency.NewElection(sess, electionPrefix)
+	elect := concurrency.NewElection(sess, electionName)
 	val := encodeCandidate(self, p.set.ForwardAddr())
 	for {
 		err := elect.Campaign(sess.Ctx(), val)

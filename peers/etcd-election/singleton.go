@@ -16,8 +16,11 @@ import (
 
 // The id generator's keys in etcd.
 const (
-	// electionPrefix is the election's prefix: one key per candidate.
-	electionPrefix = "/shardtest/id-generator/election/"
+	// electionName is the election's prefix as concurrency.NewElection
+	// takes it; its keys are electionName/<lease id>.
+	electionName = "/shardtest/id-generator/election"
+	// electionPrefix is what every key of the election starts with.
+	electionPrefix = electionName + "/"
 	// counterKey holds the last id handed out (decimal).
 	counterKey = "/shardtest/id-generator/counter"
 )
