@@ -260,7 +260,8 @@ func (p *peer) campaign(ctx context.Context, sess *concurrency.Session, self pro
 	}
 	p.single.starts++
 	inst := &instance{id: protocol.SingletonInstance{Node: self.Name, Incarnation: self.Incarnation, Instance: p.single.starts},
-		key: elect.Key(), rev: elect.Rev(), counter: counter, fenced: make(chan struct{})}
+		key: elect.Key(), rev: elect.Rev(), fenced: make(chan struct{})}
+	inst.counter.Store(counter)
 	p.single.start(inst, readRev)
 	select {
 	case <-sess.Done():

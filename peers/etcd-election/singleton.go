@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -33,8 +34,9 @@ type instance struct {
 	// fenced write compares).
 	key string
 	rev int64
-	// counter is the last id this instance handed out (or spent).
-	counter int64
+	// counter is the last id this instance handed out (or spent);
+	// written under singleton.mu, read by stop's log.
+	counter atomic.Int64
 	// fenced is closed when a fenced write found the leader key gone.
 	fenced     chan struct{}
 	fencedOnce sync.Once
@@ -47,19 +49,23 @@ var errNotHere = errors.New("the id generator does not run on this member")
 var errFenced = errors.New("fenced: the leader key this instance won with is gone")
 
 // singleton is the id generator on this member: at most one instance at
-// a time, serving next-id one request after another.
+// a time, serving next-id one request after another. Stepping down never
+// waits for a write: cur is cleared at once, and every write checks it
+// right before it is sent (what an unguarded implementation can do best
+// without asking etcd).
 type singleton struct {
 	cli    *clientv3.Client
 	fence  bool
 	log    *slog.Logger
 	event  func(protocol.Event)
-	starts int64 // instances started in this incarnation
+	starts int64 // instances started in this incarnation (live's goroutine only)
 
-	// mu serializes next-id (each a write to etcd) and guards cur.
-	mu  sync.Mutex
-	cur *instance
-	// lastWrite is when the last id was written (for the log: a write
-	// after a long gap is logged, such as the first after a pause).
+	// cur is the running instance (nil: none).
+	cur atomic.Pointer[instance]
+	// mu serializes next-id (each a write to etcd) and guards lastWrite,
+	// when the last id was written (for the log: a write after a long
+	// gap is logged, such as the first after a pause).
+	mu        sync.Mutex
 	lastWrite time.Time
 }
 
@@ -86,25 +92,18 @@ func readCounter(ctx context.Context, cli *clientv3.Client) (int64, int64, error
 // counter read).
 func (s *singleton) start(inst *instance, readRev int64) {
 	s.mu.Lock()
-	s.cur = inst
 	s.lastWrite = time.Time{}
 	s.mu.Unlock()
+	s.cur.Store(inst)
 	s.event(protocol.Event{Type: protocol.EventSingletonStarted, Singleton: protocol.IDGenerator,
-		Detail: fmt.Sprintf("instance %s won the election with key %s (create revision %d); counter %d read at revision %d", inst.id, inst.key, inst.rev, inst.counter, readRev)})
+		Detail: fmt.Sprintf("instance %s won the election with key %s (create revision %d); counter %d read at revision %d", inst.id, inst.key, inst.rev, inst.counter.Load(), readRev)})
 	s.log.Info("won the election: the id generator runs here", "instance", inst.id.String(), "leader_key", inst.key,
-		"leader_rev", inst.rev, "counter", inst.counter, "counter_read_rev", readRev, "fenced_writes", s.fence)
+		"leader_rev", inst.rev, "counter", inst.counter.Load(), "counter_read_rev", readRev, "fenced_writes", s.fence)
 }
 
 // stop ends inst (if it still runs), saying why.
 func (s *singleton) stop(inst *instance, failed bool, why string) {
-	s.mu.Lock()
-	running := s.cur == inst
-	if running {
-		s.cur = nil
-	}
-	counter := inst.counter
-	s.mu.Unlock()
-	if !running {
+	if !s.cur.CompareAndSwap(inst, nil) {
 		return
 	}
 	typ := protocol.EventSingletonStopped
@@ -112,17 +111,16 @@ func (s *singleton) stop(inst *instance, failed bool, why string) {
 		typ = protocol.EventSingletonFailed
 	}
 	s.event(protocol.Event{Type: typ, Singleton: protocol.IDGenerator, Detail: fmt.Sprintf("instance %s: %s", inst.id, why)})
-	s.log.Info("the id generator stopped here", "instance", inst.id.String(), "why", why, "last_id", counter)
+	s.log.Info("the id generator stopped here", "instance", inst.id.String(), "why", why, "last_id", inst.counter.Load())
 }
 
 // running is the instance running here, if any.
 func (s *singleton) running() (protocol.SingletonInstance, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.cur == nil {
+	inst := s.cur.Load()
+	if inst == nil {
 		return protocol.SingletonInstance{}, false
 	}
-	return s.cur.id, true
+	return inst.id, true
 }
 
 // next hands out the next id: the counter plus one, written to etcd
@@ -134,12 +132,11 @@ func (s *singleton) running() (protocol.SingletonInstance, bool) {
 func (s *singleton) next(ctx context.Context) (protocol.NextID, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	inst := s.cur
+	inst := s.cur.Load()
 	if inst == nil {
 		return protocol.NextID{}, errNotHere
 	}
-	n := inst.counter + 1
-	inst.counter = n
+	n := inst.counter.Add(1)
 	val := strconv.FormatInt(n, 10)
 	var rev int64
 	if s.fence {

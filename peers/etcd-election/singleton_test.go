@@ -81,7 +81,8 @@ func win(t *testing.T, ctx context.Context, cli *clientv3.Client, s *singleton, 
 		t.Fatal(err)
 	}
 	inst := &instance{id: protocol.SingletonInstance{Node: name, Incarnation: "i", Instance: 1}, key: el.Key(), rev: el.Rev(),
-		counter: counter, fenced: make(chan struct{})}
+		fenced: make(chan struct{})}
+	inst.counter.Store(counter)
 	s.start(inst, rev)
 	return sess, inst
 }
