@@ -32,13 +32,22 @@ const (
 	defaultDataDir = "/var/lib/etcd-election"
 )
 
-// The two ways of writing the counter (--writes).
+// The ways of writing the counter (--writes). In all of them the
+// generator's state (running or not, the counter) is under one lock that
+// next-id holds across its write, except where said.
 const (
 	// writesUnguarded: read the counter on winning, then a plain Put per
-	// id — the way most users write it.
+	// id — the way most users write it. Stepping down takes the lock, so
+	// it waits for the writes already queued for it.
 	writesUnguarded = "unguarded"
+	// writesChecked: a plain Put too, but stepping down does not wait:
+	// every write checks, right before it is sent, that the instance
+	// still runs — the best an unguarded implementation can do without
+	// asking etcd.
+	writesChecked = "checked"
 	// writesFenced: every Put in a transaction guarded by the leader
-	// key's create revision (etcd's documented pattern).
+	// key's create revision (etcd's documented pattern); stepping down as
+	// unguarded.
 	writesFenced = "fenced"
 )
 
@@ -67,7 +76,11 @@ type settings struct {
 	// member list and to add this member.
 	JoinEndpoints []string
 	SessionTTL    int
+	// Writes is --writes; Fenced: guarded writes; StepDownWaits:
+	// stepping down takes the generator's lock.
+	Writes        string
 	Fenced        bool
+	StepDownWaits bool
 	DataDir       string
 	EtcdLogLevel  string
 }
@@ -114,12 +127,15 @@ func deriveSettings(cfg kit.Config, f flags) (settings, error) {
 		}
 		ports[p.port] = p.name
 	}
+	s.Writes = f.writes
 	switch f.writes {
 	case writesUnguarded:
+		s.StepDownWaits = true
+	case writesChecked:
 	case writesFenced:
-		s.Fenced = true
+		s.Fenced, s.StepDownWaits = true, true
 	default:
-		return s, fmt.Errorf("--writes %q: want %s or %s", f.writes, writesUnguarded, writesFenced)
+		return s, fmt.Errorf("--writes %q: want %s, %s or %s", f.writes, writesUnguarded, writesChecked, writesFenced)
 	}
 	// etcd grants at least its minimum TTL (1.5 election timeouts); more
 	// than a minute is no test of anything here.

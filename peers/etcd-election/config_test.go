@@ -31,14 +31,20 @@ func TestDeriveSettings(t *testing.T) {
 			if s.PeerURL().String() != "http://10.0.0.12:7946" || s.ClientURL().String() != "http://10.0.0.12:2379" || s.ForwardAddr() != "10.0.0.12:7947" {
 				t.Errorf("urls %s %s %s", s.PeerURL(), s.ClientURL(), s.ForwardAddr())
 			}
-			if s.Fenced {
-				t.Error("unguarded writes came out fenced")
+			if s.Fenced || !s.StepDownWaits || s.Writes != writesUnguarded {
+				t.Errorf("unguarded writes: fenced %v, step-down waits %v, writes %q", s.Fenced, s.StepDownWaits, s.Writes)
 			}
 		}},
 		{name: "the first seed bootstraps", edit: func(c *kit.Config, f *flags) { c.GossipBind = "10.0.0.11"; f.writes = writesFenced },
 			check: func(t *testing.T, s settings) {
-				if !s.Bootstrap || !s.Fenced {
-					t.Errorf("bootstrap %v fenced %v, want both", s.Bootstrap, s.Fenced)
+				if !s.Bootstrap || !s.Fenced || !s.StepDownWaits {
+					t.Errorf("bootstrap %v fenced %v step-down waits %v, want all", s.Bootstrap, s.Fenced, s.StepDownWaits)
+				}
+			}},
+		{name: "checked writes step down at once", edit: func(_ *kit.Config, f *flags) { f.writes = writesChecked },
+			check: func(t *testing.T, s settings) {
+				if s.Fenced || s.StepDownWaits {
+					t.Errorf("checked: fenced %v step-down waits %v, want neither", s.Fenced, s.StepDownWaits)
 				}
 			}},
 		{name: "no seeds: a cluster of one", edit: func(c *kit.Config, _ *flags) { c.Seeds = nil },

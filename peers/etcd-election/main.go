@@ -4,14 +4,15 @@
 // served to the shardtest harness through the kit (package protocol/kit).
 // The generator keeps its counter in etcd and writes it one of two ways
 // (--writes): unguarded (read the counter on winning, then a plain Put
-// per id: how most users write it) or fenced (every Put in a transaction
-// guarded by the leader key's create revision: etcd's documented
-// pattern). docs/peers/etcd-election.md says what shardtest finds.
+// per id: how most users write it), checked (the same, stepping down at
+// once and checking the instance right before every write) or fenced
+// (every Put in a transaction guarded by the leader key's create
+// revision: etcd's documented pattern). docs/peers/etcd-election.md says what shardtest finds.
 //
 // It is configured by the SHARDTEST_* environment (docs/protocol.md,
 // Starting a node); its flags are its own:
 //
-//	--writes unguarded|fenced  how the counter is written (unguarded)
+//	--writes unguarded|checked|fenced  how the counter is written (unguarded)
 //	--session-ttl N            the election session's lease TTL in seconds (5)
 //	--client-port N            etcd's client port on every member (2379)
 //	--forward-port N           the port next-id is forwarded to the leader on (7947)
@@ -43,7 +44,7 @@ func main() {
 func run(args []string) error {
 	fs := flag.NewFlagSet("etcd-election", flag.ContinueOnError)
 	var f flags
-	fs.StringVar(&f.writes, "writes", writesUnguarded, "how the counter is written: unguarded (a plain Put) or fenced (a Txn guarded by the leader key's create revision)")
+	fs.StringVar(&f.writes, "writes", writesUnguarded, "how the counter is written: unguarded (a plain Put), checked (a plain Put, the instance checked right before it) or fenced (a Txn guarded by the leader key's create revision)")
 	fs.IntVar(&f.sessionTTL, "session-ttl", defaultSessionTTL, "the election session's lease TTL, in seconds")
 	fs.IntVar(&f.clientPort, "client-port", defaultClientPort, "etcd's client port, on every member")
 	fs.IntVar(&f.forwardPort, "forward-port", defaultForwardPort, "the port next-id is forwarded to the leader on, on every member")

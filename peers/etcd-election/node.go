@@ -61,11 +61,8 @@ type statusDetail struct {
 }
 
 func (p *peer) detail() any {
-	d := statusDetail{Writes: writesUnguarded, SessionTTL: p.set.SessionTTL, PeerURL: p.set.PeerURL().String(),
+	d := statusDetail{Writes: p.set.Writes, SessionTTL: p.set.SessionTTL, PeerURL: p.set.PeerURL().String(),
 		ClientURL: p.set.ClientURL().String(), Forward: p.set.ForwardAddr(), Election: p.members.queueDetail(), Bootstrapped: p.set.Bootstrap}
-	if p.set.Fenced {
-		d.Writes = writesFenced
-	}
 	if l := p.lease.Load(); l != 0 {
 		d.Lease = fmt.Sprintf("%x", l)
 	}

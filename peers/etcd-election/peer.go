@@ -92,7 +92,7 @@ func (p *peer) run(ctx context.Context) error {
 	p.logEvent(protocol.Event{Type: protocol.EventNodeStarted, Member: p.members.selfMember().UID})
 	p.log.Info("starting the etcd member", "peer_url", p.set.PeerURL().String(), "client_url", p.set.ClientURL().String(),
 		"forward", p.set.ForwardAddr(), "bootstrap", p.set.Bootstrap, "join_endpoints", p.set.JoinEndpoints,
-		"session_ttl_s", p.set.SessionTTL, "writes", map[bool]string{false: writesUnguarded, true: writesFenced}[p.set.Fenced])
+		"session_ttl_s", p.set.SessionTTL, "writes", p.set.Writes)
 	e, err := startEtcd(ctx, p.set, p.zap, p.log)
 	if err != nil {
 		return err
@@ -105,7 +105,7 @@ func (p *peer) run(ctx context.Context) error {
 	}
 	p.cli = cli
 	defer cli.Close()
-	p.single = &singleton{cli: cli, fence: p.set.Fenced, log: p.log, event: p.logEvent}
+	p.single = &singleton{cli: cli, fence: p.set.Fenced, stepDownWaits: p.set.StepDownWaits, log: p.log, event: p.logEvent}
 	wg.Add(1)
 	go func() {
 		defer wg.Done()

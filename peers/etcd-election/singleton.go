@@ -49,16 +49,18 @@ var errNotHere = errors.New("the id generator does not run on this member")
 var errFenced = errors.New("fenced: the leader key this instance won with is gone")
 
 // singleton is the id generator on this member: at most one instance at
-// a time, serving next-id one request after another. Stepping down never
-// waits for a write: cur is cleared at once, and every write checks it
-// right before it is sent (what an unguarded implementation can do best
-// without asking etcd).
+// a time, serving next-id one request after another under mu, each
+// checking right before its write that the instance still runs. With
+// stepDownWaits, stepping down takes mu too (the common way: one lock
+// over the generator's state), so it comes after the requests already
+// waiting for mu; without, it clears cur at once.
 type singleton struct {
-	cli    *clientv3.Client
-	fence  bool
-	log    *slog.Logger
-	event  func(protocol.Event)
-	starts int64 // instances started in this incarnation (live's goroutine only)
+	cli           *clientv3.Client
+	fence         bool
+	stepDownWaits bool
+	log           *slog.Logger
+	event         func(protocol.Event)
+	starts        int64 // instances started in this incarnation (live's goroutine only)
 
 	// cur is the running instance (nil: none).
 	cur atomic.Pointer[instance]
@@ -103,6 +105,10 @@ func (s *singleton) start(inst *instance, readRev int64) {
 
 // stop ends inst (if it still runs), saying why.
 func (s *singleton) stop(inst *instance, failed bool, why string) {
+	if s.stepDownWaits {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+	}
 	if !s.cur.CompareAndSwap(inst, nil) {
 		return
 	}
