@@ -227,36 +227,18 @@ func (p *peer) live(ctx context.Context) {
 func (p *peer) campaign(ctx context.Context, sess *concurrency.Session, self protocol.Member) {
 	elect := concurrency.NewElection(sess, electionName)
 	val := encodeCandidate(self, p.set.ForwardAddr())
-	for {
-		err := elect.Campaign(sess.Ctx(), val)
-		if err == nil {
-			break
-		}
-		select {
-		case <-sess.Done():
-			return
-		default:
-		}
-		p.log.Warn("campaign failed", "err", err)
-		sleep(sess.Ctx(), retryInterval)
+	if !p.retry(sess, "campaign failed", func(ctx context.Context) error { return elect.Campaign(ctx, val) }) {
+		return
 	}
 	// Won: read the counter, then serve.
 	var counter, readRev int64
-	for {
-		rctx, cancel := context.WithTimeout(sess.Ctx(), 2*time.Second)
-		c, rev, err := readCounter(rctx, p.cli)
-		cancel()
-		if err == nil {
-			counter, readRev = c, rev
-			break
-		}
-		select {
-		case <-sess.Done():
-			return
-		default:
-		}
-		p.log.Warn("cannot read the counter after winning", "err", err)
-		sleep(sess.Ctx(), retryInterval)
+	if !p.retry(sess, "cannot read the counter after winning", func(ctx context.Context) (err error) {
+		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		counter, readRev, err = readCounter(rctx, p.cli)
+		return err
+	}) {
+		return
 	}
 	p.single.starts++
 	inst := &instance{id: protocol.SingletonInstance{Node: self.Name, Incarnation: self.Incarnation, Instance: p.single.starts},
@@ -274,6 +256,22 @@ func (p *peer) campaign(ctx context.Context, sess *concurrency.Session, self pro
 		case <-sess.Done():
 		case <-ctx.Done():
 		}
+	}
+}
+
+// retry runs step with the session's context until it succeeds (true)
+// or the session ends (false), logging each failure as what.
+func (p *peer) retry(sess *concurrency.Session, what string, step func(context.Context) error) bool {
+	for {
+		err := step(sess.Ctx())
+		if err == nil {
+			return true
+		}
+		if sess.Ctx().Err() != nil {
+			return false
+		}
+		p.log.Warn(what, "err", err)
+		sleep(sess.Ctx(), retryInterval)
 	}
 }
 
