@@ -3,7 +3,7 @@ module github.com/shardtest/shardtest/peers/etcd-election
 go 1.26.0
 
 require (
-	github.com/shardtest/shardtest v0.0.0
+	github.com/shardtest/shardtest/protocol v0.0.0
 	go.etcd.io/etcd/client/pkg/v3 v3.7.3
 	go.etcd.io/etcd/client/v3 v3.7.3
 	go.etcd.io/etcd/server/v3 v3.7.3
@@ -67,4 +67,4 @@ require (
 	sigs.k8s.io/yaml v1.6.0 // indirect
 )
 
-replace github.com/shardtest/shardtest => ../..
+replace github.com/shardtest/shardtest/protocol => ../../protocol
