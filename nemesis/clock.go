@@ -3,7 +3,6 @@ package nemesis
 import (
 	"context"
 	"math/rand/v2"
-	"sync"
 	"time"
 )
 
@@ -112,7 +111,8 @@ func clockDrift(ctx context.Context, env *Env, rng *rand.Rand) (*Active, error) 
 }
 
 // clockStrobe flips the targets' clocks between real time and an offset
-// from a goroutine the Active owns; heal stops it, then resets the clocks.
+// from background work the Active owns (Env.background); heal stops it,
+// then resets the clocks.
 func clockStrobe(ctx context.Context, env *Env, rng *rand.Rand) (*Active, error) {
 	targets, err := pick(ctx, env, rng, nodeNames(env), "some")
 	if err != nil {
@@ -134,18 +134,11 @@ func clockStrobe(ctx context.Context, env *Env, rng *rand.Rand) (*Active, error)
 		}}, err
 	}
 	sctx, stop := context.WithCancel(context.WithoutCancel(ctx))
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		tk := time.NewTicker(period)
-		defer tk.Stop()
+	wait := env.background(func() {
 		on := true
 		for {
-			select {
-			case <-sctx.Done():
+			if env.sleep(sctx, period) != nil || sctx.Err() != nil {
 				return
-			case <-tk.C:
 			}
 			on = !on
 			// A node that misses a flip (busy, restarting) catches up at
@@ -160,10 +153,10 @@ func clockStrobe(ctx context.Context, env *Env, rng *rand.Rand) (*Active, error)
 				return setClock(rctx, env, name, off, 0)
 			})
 		}
-	}()
+	})
 	return &Active{Targets: t, heal: func(ctx context.Context) (any, error) {
 		stop()
-		wg.Wait()
+		wait()
 		return Targets{targets, "reset"}, resetClocks(ctx, env, targets)
 	}}, nil
 }

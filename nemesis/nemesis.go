@@ -109,6 +109,20 @@ type Env struct {
 	Clock    Clock
 	Client   func(Node) *client.Client
 	Parallel func(n int, f func(i int))
+	// Background, if set, starts f beside the caller and returns a
+	// function that waits until f has returned (nil: a goroutine).
+	Background func(f func()) (wait func())
+}
+
+// background starts f beside the caller (as Background does, or in a
+// goroutine); the function it returns waits until f has returned.
+func (e *Env) background(f func()) (wait func()) {
+	if e.Background != nil {
+		return e.Background(f)
+	}
+	var wg sync.WaitGroup
+	wg.Go(f)
+	return wg.Wait
 }
 
 // Clock is the time faults wait by.

@@ -300,6 +300,29 @@ func (s *simRun) resume(p *simProc, stop bool) {
 	s.current = prev
 }
 
+// background starts f in a coroutine of its own (nemesis.Env.Background:
+// a strobing clock); the function it returns parks the coroutine that
+// calls it until f has returned.
+func (s *simRun) background(f func()) (wait func()) {
+	done := false
+	var waiter func()
+	s.spawn(func(*simProc) {
+		f()
+		done = true
+		if waiter != nil {
+			waiter()
+		}
+	})
+	return func() {
+		p := s.current
+		if done || p == nil {
+			return
+		}
+		waiter = p.waker()
+		p.park()
+	}
+}
+
 // parallel runs f(i) for i < n each in a coroutine of its own, at once,
 // and returns once all have returned (nemesis.Env.Parallel: a heal that
 // restarts several nodes waits for them together, as on a real cluster).
@@ -377,7 +400,7 @@ func (s *simRun) run(ctx context.Context, caps protocol.Capabilities) error {
 	var nemDone *simProc
 	if nem != nil {
 		nemDone = s.spawn(func(p *simProc) {
-			nem.Env.Clock, nem.Env.Parallel = p, s.parallel
+			nem.Env.Clock, nem.Env.Parallel, nem.Env.Background = p, s.parallel, s.background
 			nem.Env.Client = func(n nemesis.Node) *client.Client { return s.client(n.Name) }
 			nem.Run(p.context(), s.now(), o.plan(nemesis.Names(nem.Faults)))
 		})
