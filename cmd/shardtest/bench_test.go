@@ -51,7 +51,7 @@ func TestBenchSim(t *testing.T) {
 	if code != 0 || len(lines) < 4 || !strings.HasPrefix(lines[len(lines)-1], "speed-up (virtual / wall time), 3 nodes") || !strings.HasSuffix(lines[len(lines)-1], "×") {
 		t.Fatalf("exit %d, output:\n%s", code, out)
 	}
-	if out, code := runCmd(t, "bench", "sim", "--workload", "register", "--repeat", "1"); code != exitCannotRun || !strings.Contains(out, "idgen") {
-		t.Fatalf("register: exit %d, want %d saying what the simulation runs; output:\n%s", code, exitCannotRun, out)
+	if out, code := runCmd(t, "bench", "sim", "--workload", "deliver", "--repeat", "1"); code != exitCannotRun || !strings.Contains(out, "register") {
+		t.Fatalf("deliver: exit %d, want %d saying what the simulation runs; output:\n%s", code, exitCannotRun, out)
 	}
 }
