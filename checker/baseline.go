@@ -15,7 +15,8 @@ import (
 
 // BaselineRegister is the yardstick shardtest bench check measures the
 // checkers against: the least any linearizability check of a register
-// history must do, and nothing more — decode every line with encoding/json,
+// history must do, and nothing more — decode every line with encoding/json
+// (the operations' values too: decodeRegJSON, not the checkers' fast path),
 // pair each invocation with its process's completion, and run porcupine on
 // each entity's operations once the history is read. It returns how many
 // entities were linearizable and how many not (an entity porcupine gave up
@@ -41,7 +42,7 @@ func BaselineRegister(ctx context.Context, r io.Reader) (ok, illegal int, err er
 		}
 		switch {
 		case op.Kind == history.Invoke && op.Entity != "":
-			in, err := parseRegInput(op.F, op.Value)
+			in, err := parseRegInputWith(decodeRegJSON, op.F, op.Value)
 			if err != nil {
 				return 0, 0, fmt.Errorf("baseline: #%d: %w", op.Index, err)
 			}
@@ -56,7 +57,7 @@ func BaselineRegister(ctx context.Context, r io.Reader) (ok, illegal int, err er
 			case history.Fail:
 				continue
 			case history.OK:
-				out, err := parseRegOutput(o.op.Input.(regInput), op.Value)
+				out, err := parseRegOutputWith(decodeRegJSON, o.op.Input.(regInput), op.Value)
 				if err != nil {
 					return 0, 0, fmt.Errorf("baseline: #%d: %w", op.Index, err)
 				}

@@ -358,116 +358,90 @@ func (s *linStream) Result(ctx context.Context, pass *Pass) Result {
 	// report more precise, and must not make a check with many failing
 	// entities take much longer.
 	searchUntil := time.Now().Add(firstViolationBudget)
-	for _, name := range names {
-		if err := ctx.Err(); err != nil {
-			stopped = err
-			break
+	// Each entity is judged on its own, on up to pass.Jobs goroutines
+	// (judgeEntity); the verdicts are taken here in the entities' order,
+	// and a violation explained, as with one core.
+	es := make([]*entityOps, len(names))
+	for i, name := range names {
+		es[i] = entities[name]
+	}
+	clear(entities)
+	lim := linLimits{timeout: timeout, maxOps: maxOps, maxConc: maxConc}
+	explain := func(name string, v linVerdict) error {
+		e, pops, t := v.e, v.pops, v.timeout
+		invalid = append(invalid, name)
+		if res.Smallest == nil || len(e.ops) < res.Smallest.Ops {
+			res.Smallest = &Counterexample{What: name, Ops: len(e.ops)}
 		}
-		e := entities[name]
-		delete(entities, name) // checked: its ops can go
-		e.unpack()
-		if e.badInput != "" {
-			addUnknown("unreadable arguments", fmt.Sprintf("%s: not checked: %s", name, e.badInput))
-			continue
+		if len(invalid) > maxEvidence {
+			return nil
 		}
-		c.unobserved += e.dropUnobserved()
-		if len(e.ops) == 0 {
-			linOK++ // only failed ops and unknown reads: nothing happened
-			continue
+		refs := make([]opRef, 0, 2*len(e.ops))
+		for _, o := range e.ops {
+			refs = append(refs, o.inv, o.comp)
 		}
-		if len(e.ops) > maxOps {
-			addUnknown("too many ops", fmt.Sprintf("%s: not checked: %d ops, more than the limit of %d", name, len(e.ops), maxOps))
-			continue
-		}
-		if n, at, unk := concurrency(e.ops); n > maxConc {
-			addUnknown("too concurrent", fmt.Sprintf("%s: not checked: %d ops in flight at t=%d (%d of them with unknown outcomes, in flight until the end), more than the limit of %d; checking costs time and memory exponential in it",
-				name, n, at, unk, maxConc))
-			continue
-		}
-		pops := make([]porcupine.Operation, len(e.ops))
-		for i := range e.ops {
-			pops[i] = e.ops[i].porcupine(i)
+		ops, err := lookup(ctx, pass, refs...)
+		if err != nil {
+			res.Evidence = append(res.Evidence, fmt.Sprintf("%s: not linearizable (%d ops); no explanation: %v", name, len(e.ops), err))
+			return nil
 		}
 		m := registerModel
-		t := timeout
-		if d, ok := ctx.Deadline(); ok {
-			t = min(t, time.Until(d))
+		m.DescribeOperationMetadata = func(md interface{}) string {
+			if x, ok := md.(opMeta); ok && x.k < len(e.ops) {
+				return describeRegMeta(ops, e.ops[x.k])
+			}
+			return ""
 		}
-		r, err := runPorcupine(ctx, func() porcupine.CheckResult {
-			return porcupine.CheckOperationsTimeout(m, pops, t)
+		var info porcupine.LinearizationInfo
+		r2, err := runPorcupine(ctx, func() porcupine.CheckResult {
+			var r porcupine.CheckResult
+			r, info = porcupine.CheckOperationsVerbose(m, pops, t)
+			return r
 		})
 		if err != nil {
-			stopped = err
-			break
+			return err
 		}
-		switch r {
-		case porcupine.Ok:
-			if e.badOutput != "" {
-				addUnknown("unreadable results", fmt.Sprintf("%s: linearizable if the unreadable results are taken as unknown, but %s", name, e.badOutput))
-				continue
-			}
-			linOK++
-		case porcupine.Unknown:
-			addUnknown("timed out", fmt.Sprintf("%s: not decided within %v (%d ops)", name, t, len(e.ops)))
-		case porcupine.Illegal:
-			invalid = append(invalid, name)
-			if res.Smallest == nil || len(e.ops) < res.Smallest.Ops {
-				res.Smallest = &Counterexample{What: name, Ops: len(e.ops)}
-			}
-			if len(invalid) > maxEvidence {
-				continue
-			}
-			refs := make([]opRef, 0, 2*len(e.ops))
-			for _, o := range e.ops {
-				refs = append(refs, o.inv, o.comp)
-			}
-			ops, err := lookup(ctx, pass, refs...)
-			if err != nil {
-				res.Evidence = append(res.Evidence, fmt.Sprintf("%s: not linearizable (%d ops); no explanation: %v", name, len(e.ops), err))
-				continue
-			}
-			m.DescribeOperationMetadata = func(md interface{}) string {
-				if x, ok := md.(opMeta); ok && x.k < len(e.ops) {
-					return describeRegMeta(ops, e.ops[x.k])
-				}
-				return ""
-			}
-			var info porcupine.LinearizationInfo
-			r2, err := runPorcupine(ctx, func() porcupine.CheckResult {
-				var r porcupine.CheckResult
-				r, info = porcupine.CheckOperationsVerbose(m, pops, t)
-				return r
-			})
-			if err != nil {
-				stopped = err
-				break
-			}
-			if r2 != porcupine.Illegal {
-				res.Evidence = append(res.Evidence, fmt.Sprintf("%s: not linearizable (%d ops); the detailed re-check did not finish (%s), so there is no explanation", name, len(e.ops), r2))
-				continue
-			}
-			res.Evidence = append(res.Evidence, explainIllegal(m, name, info, e.ops, ops)...)
-			if at := firstViolation(ctx, m, pops, min(t, time.Until(searchUntil))); at > 0 {
-				res.proven(at)
-				res.Evidence = append(res.Evidence, fmt.Sprintf("%s: the history up to %.3f s is already not linearizable", name, nsToSecs(at)))
-			}
-			if outDir != "" {
-				rel := filepath.Join(HTMLDir, fileName(name)+".html")
-				if err := writeVisualization(outDir, rel, m, info); err != nil {
-					res.Evidence = append(res.Evidence, fmt.Sprintf("%s: visualization not written: %v", name, err))
-				} else {
-					res.Files = append(res.Files, filepath.ToSlash(rel))
-					res.Evidence = append(res.Evidence, fmt.Sprintf("%s: visualization in %s", name, filepath.ToSlash(rel)))
-					if res.Smallest != nil && res.Smallest.What == name {
-						res.Smallest.File = filepath.ToSlash(rel)
-					}
+		if r2 != porcupine.Illegal {
+			res.Evidence = append(res.Evidence, fmt.Sprintf("%s: not linearizable (%d ops); the detailed re-check did not finish (%s), so there is no explanation", name, len(e.ops), r2))
+			return nil
+		}
+		res.Evidence = append(res.Evidence, explainIllegal(m, name, info, e.ops, ops)...)
+		if at := firstViolation(ctx, m, pops, min(t, time.Until(searchUntil))); at > 0 {
+			res.proven(at)
+			res.Evidence = append(res.Evidence, fmt.Sprintf("%s: the history up to %.3f s is already not linearizable", name, nsToSecs(at)))
+		}
+		if outDir != "" {
+			rel := filepath.Join(HTMLDir, fileName(name)+".html")
+			if err := writeVisualization(outDir, rel, m, info); err != nil {
+				res.Evidence = append(res.Evidence, fmt.Sprintf("%s: visualization not written: %v", name, err))
+			} else {
+				res.Files = append(res.Files, filepath.ToSlash(rel))
+				res.Evidence = append(res.Evidence, fmt.Sprintf("%s: visualization in %s", name, filepath.ToSlash(rel)))
+				if res.Smallest != nil && res.Smallest.What == name {
+					res.Smallest.File = filepath.ToSlash(rel)
 				}
 			}
 		}
-		if stopped != nil {
-			break
-		}
+		return nil
 	}
+	inOrder(pass.Jobs, len(names), func(i int) linVerdict {
+		e := es[i]
+		es[i] = nil // judged: its ops can go
+		return judgeEntity(ctx, names[i], e, lim)
+	}, func(i int, v linVerdict) bool {
+		c.unobserved += v.unobserved
+		switch {
+		case v.stopped != nil:
+			stopped = v.stopped
+		case v.reason != "":
+			addUnknown(v.reason, v.line)
+		case v.e == nil:
+			linOK++
+		default:
+			stopped = explain(names[i], v)
+		}
+		return stopped == nil
+	})
 
 	nUnknown := 0
 	var reasons []string
@@ -505,6 +479,79 @@ func (s *linStream) Result(ctx context.Context, pass *Pass) Result {
 	}
 	res.Summary += skippedNote
 	return res
+}
+
+// linLimits are what makes an entity too costly to check.
+type linLimits struct {
+	timeout         time.Duration
+	maxOps, maxConc int
+}
+
+// linVerdict is one entity judged by judgeEntity.
+type linVerdict struct {
+	// stopped: ctx ended first.
+	stopped error
+	// reason and line: not decided (unknown), why and the evidence line.
+	reason, line string
+	// e, pops and timeout: not linearizable, the ops to explain it with
+	// (nil e and no reason: linearizable).
+	e       *entityOps
+	pops    []porcupine.Operation
+	timeout time.Duration
+	// unobserved: unknown writes and cas dropped (dropUnobserved).
+	unobserved int
+}
+
+// judgeEntity checks one entity's ops with porcupine, unless they are
+// unreadable or too costly to check. It touches nothing but e, so entities
+// are judged at once on several goroutines.
+func judgeEntity(ctx context.Context, name string, e *entityOps, lim linLimits) linVerdict {
+	if err := ctx.Err(); err != nil {
+		return linVerdict{stopped: err}
+	}
+	e.unpack()
+	if e.badInput != "" {
+		return linVerdict{reason: "unreadable arguments", line: fmt.Sprintf("%s: not checked: %s", name, e.badInput)}
+	}
+	v := linVerdict{unobserved: e.dropUnobserved()}
+	if len(e.ops) == 0 {
+		return v // only failed ops and unknown reads: nothing happened
+	}
+	if len(e.ops) > lim.maxOps {
+		v.reason, v.line = "too many ops", fmt.Sprintf("%s: not checked: %d ops, more than the limit of %d", name, len(e.ops), lim.maxOps)
+		return v
+	}
+	if n, at, unk := concurrency(e.ops); n > lim.maxConc {
+		v.reason, v.line = "too concurrent", fmt.Sprintf("%s: not checked: %d ops in flight at t=%d (%d of them with unknown outcomes, in flight until the end), more than the limit of %d; checking costs time and memory exponential in it",
+			name, n, at, unk, lim.maxConc)
+		return v
+	}
+	pops := make([]porcupine.Operation, len(e.ops))
+	for i := range e.ops {
+		pops[i] = e.ops[i].porcupine(i)
+	}
+	t := lim.timeout
+	if d, ok := ctx.Deadline(); ok {
+		t = min(t, time.Until(d))
+	}
+	r, err := runPorcupine(ctx, func() porcupine.CheckResult {
+		return porcupine.CheckOperationsTimeout(registerModel, pops, t)
+	})
+	if err != nil {
+		v.stopped = err
+		return v
+	}
+	switch r {
+	case porcupine.Ok:
+		if e.badOutput != "" {
+			v.reason, v.line = "unreadable results", fmt.Sprintf("%s: linearizable if the unreadable results are taken as unknown, but %s", name, e.badOutput)
+		}
+	case porcupine.Unknown:
+		v.reason, v.line = "timed out", fmt.Sprintf("%s: not decided within %v (%d ops)", name, t, len(e.ops))
+	case porcupine.Illegal:
+		v.e, v.pops, v.timeout = e, pops, t
+	}
+	return v
 }
 
 // dropUnobserved drops the unknown-outcome writes and cas whose value no

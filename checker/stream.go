@@ -36,6 +36,9 @@ type Streamer interface {
 type Pass struct {
 	// Truncated: the history's last line was cut off.
 	Truncated bool
+	// Jobs is how many entities (or keys) a stream may judge at once, on
+	// as many goroutines; 0 or 1: one at a time, on the caller's.
+	Jobs int
 	// Ops reads entries again by index, for evidence: a failing check
 	// describes a few entries it did not keep. Indexes not in the history
 	// are left out of the map.
@@ -274,6 +277,29 @@ func CheckFile(ctx context.Context, path string, cs []Checker, in Inputs, opts F
 			opts.Progress(pr)
 		}
 	}
+	jobs, err := Jobs(opts.Jobs)
+	if err != nil {
+		return nil, nil, err
+	}
+	var observers []func(*history.Op)
+	for _, s := range streams {
+		if s != nil {
+			observers = append(observers, s.Observe)
+		}
+	}
+	observers = append(observers, opts.Observe...)
+	observe := func(op *history.Op) {
+		for _, obs := range observers {
+			obs(op)
+		}
+	}
+	var fan *fanOut
+	if jobs > 1 && len(observers) > 0 {
+		// The reader decodes and keeps the outline; the streams observe on
+		// workers (parallel.go).
+		fan = newFanOut(observers, jobs)
+		observe = fan.add
+	}
 	cr := &countingReader{r: f}
 	var o outline
 	var all []history.Op
@@ -287,29 +313,26 @@ func CheckFile(ctx context.Context, path string, cs []Checker, in Inputs, opts F
 		} else {
 			o.observe(op)
 		}
-		for _, s := range streams {
-			if s != nil {
-				s.Observe(op)
-			}
-		}
-		for _, f := range opts.Observe {
-			f(op)
-		}
+		observe(op)
 		if pr.Entries%(1<<12) == 0 {
 			return ctx.Err() // not per entry: it takes a lock
 		}
 		return nil
 	})
+	if fan != nil {
+		fan.close() // the streams have seen every entry
+	}
 	if err != nil {
 		return nil, nil, err
 	}
 	h := &history.File{Header: hdr, Ops: o.ops, Truncated: truncated}
-	pass := &Pass{Truncated: truncated, Ops: func(ctx context.Context, indexes []int64) (map[int64]history.Op, error) {
+	pass := &Pass{Truncated: truncated, Jobs: jobs, Ops: func(ctx context.Context, indexes []int64) (map[int64]history.Op, error) {
 		return reread(ctx, path, indexes)
 	}}
 	if hold {
 		h.Ops = all
 		pass = memoryPass(h)
+		pass.Jobs = jobs
 	}
 	pr.Read, pr.Done = cr.n, true
 	results := make([]Result, len(cs))
@@ -329,11 +352,18 @@ func CheckFile(ctx context.Context, path string, cs []Checker, in Inputs, opts F
 // FileOptions are CheckFile's options.
 type FileOptions struct {
 	// Observe also see every entry (the report's counts and timeline,
-	// say), so one pass serves them too.
+	// say), so one pass serves them too. With Jobs above 1 each is called
+	// on a worker goroutine, always the same one, and CheckFile has waited
+	// for it before it returns.
 	Observe []func(*history.Op)
 	// Progress, if set, is called every 65,536 entries of the pass and as
 	// each checker starts judging.
 	Progress func(Progress)
+	// Jobs is how many goroutines observe the entries beside the reader
+	// (each stream and each Observe on one of them, in order) and judge
+	// a stream's entities at once; 0: every core (Jobs), 1: everything on
+	// the caller's goroutine. The results are the same.
+	Jobs int
 }
 
 // Progress is how far a CheckFile has got.

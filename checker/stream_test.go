@@ -60,7 +60,7 @@ func TestPairStreamIsPairOps(t *testing.T) {
 // streams, evidence read again from the file) gives every checker's
 // result exactly as Check on the history in memory, on valid histories
 // and on histories with violations of linearizability, single-instance
-// and liveness.
+// and liveness, with one job and with four.
 func TestCheckFileIsCheck(t *testing.T) {
 	valid := simRun(runOptions{seed: 5, clients: 8, entities: 20, ops: 4000, step: 2_000_000, faultEvery: 2e9, faultLen: 5e8})
 	broken := simRun(runOptions{seed: 6, clients: 8, entities: 20, ops: 4000, step: 2_000_000, faultEvery: 2e9, faultLen: 5e8})
@@ -115,9 +115,17 @@ func TestCheckFileIsCheck(t *testing.T) {
 			if err := os.WriteFile(path, encode(t, h), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			got, outline, err := CheckFile(context.Background(), path, cs, Inputs{}, FileOptions{})
+			// On one goroutine and on several (parallel.go).
+			got, outline, err := CheckFile(context.Background(), path, cs, Inputs{}, FileOptions{Jobs: 1})
 			if err != nil {
 				t.Fatal(err)
+			}
+			got4, _, err := CheckFile(context.Background(), path, cs, Inputs{}, FileOptions{Jobs: 4})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, got4) {
+				t.Errorf("4 jobs judged otherwise than one:\n%+v\n%+v", got4, got)
 			}
 			if len(outline.Ops) >= len(h.Ops) && hasStreamersOnly(cs) {
 				t.Errorf("the outline holds %d of %d entries: the history was held", len(outline.Ops), len(h.Ops))

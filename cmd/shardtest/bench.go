@@ -8,7 +8,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -33,7 +35,7 @@ its last line. Figures are ratios, so they compare across machines.`,
 
 func newBenchCheckCmd() *cobra.Command {
 	var o bench.RegisterOptions
-	var repeat int
+	var repeat, jobs int
 	var dir string
 	cmd := &cobra.Command{
 		Use:   "check",
@@ -43,19 +45,23 @@ workload's own operations, at most --per-entity in flight on one entity, a final
 read of every entity), then, --repeat times each, time and take the peak
 resident memory of two child processes:
 
-  check     shardtest check DIR: every checker of the register workload, and
-            the report
+  check     shardtest check --jobs N DIR: every checker of the register
+            workload, and the report, on N cores (default: every core)
   baseline  the least a linearizability check must do: decode every line
             with encoding/json and run porcupine on each entity
 
-and print the medians, the last line being
-  check/baseline: time 0.82x, peak rss 0.71x
+and print the medians (wall time, CPU time, peak resident memory), the last
+line being
+  check/baseline: time 0.82x, peak rss 0.71x, cpu 0.80x
 Exit status: 0 measured; 3 the measurement could not be made (or check did not
 say valid on a history that is valid by construction).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if repeat < 1 {
 				return &exitError{exitCannotRun, fmt.Errorf("--repeat %d: want at least 1", repeat)}
+			}
+			if _, err := checker.Jobs(jobs); err != nil {
+				return &exitError{exitCannotRun, fmt.Errorf("--%w", err)}
 			}
 			self, err := os.Executable()
 			if err != nil {
@@ -81,7 +87,7 @@ say valid on a history that is valid by construction).`,
 				o.Ops, o.Entities, o.Workers, o.PerEntity, time.Since(start).Round(time.Millisecond), dir, st.Size()>>20)
 			var checks, bases []measure
 			for i := range repeat {
-				c, err := measureChild(cmd, self, "check", dir)
+				c, err := measureChild(cmd, self, "check", "--jobs", strconv.Itoa(jobs), dir)
 				if err != nil {
 					return &exitError{exitCannotRun, fmt.Errorf("check: %w", err)}
 				}
@@ -89,12 +95,12 @@ say valid on a history that is valid by construction).`,
 				if err != nil {
 					return &exitError{exitCannotRun, fmt.Errorf("baseline: %w", err)}
 				}
-				fmt.Fprintf(out, "try %d: check %s, %d MB; baseline %s, %d MB\n", i+1, c.wall.Round(time.Millisecond), c.rssKB>>10, b.wall.Round(time.Millisecond), b.rssKB>>10)
+				fmt.Fprintf(out, "try %d: check %s; baseline %s\n", i+1, c, b)
 				checks, bases = append(checks, c), append(bases, b)
 			}
 			c, b := median(checks), median(bases)
-			fmt.Fprintf(out, "median of %d: check %s, %d MB; baseline %s, %d MB\n", repeat, c.wall.Round(time.Millisecond), c.rssKB>>10, b.wall.Round(time.Millisecond), b.rssKB>>10)
-			fmt.Fprintf(out, "check/baseline: time %.2fx, peak rss %.2fx\n", c.wall.Seconds()/b.wall.Seconds(), float64(c.rssKB)/float64(b.rssKB))
+			fmt.Fprintf(out, "median of %d: check %s; baseline %s\n", repeat, c, b)
+			fmt.Fprintf(out, "check/baseline: time %.2fx, peak rss %.2fx, cpu %.2fx\n", c.wall.Seconds()/b.wall.Seconds(), float64(c.rssKB)/float64(b.rssKB), c.cpu.Seconds()/b.cpu.Seconds())
 			return nil
 		},
 	}
@@ -107,6 +113,7 @@ say valid on a history that is valid by construction).`,
 	f.Float64Var(&o.FailRate, "fail-rate", 0.01, "share of failed outcomes")
 	f.Int64Var(&o.Seed, "seed", 1, "seed of the generated history")
 	f.IntVar(&repeat, "repeat", 3, "tries of each; the medians are reported")
+	f.IntVar(&jobs, "jobs", runtime.NumCPU(), "check --jobs: goroutines that judge at once (the baseline uses one)")
 	f.StringVar(&dir, "dir", "", "keep the generated run folder here (a new folder; default: a temporary one, removed)")
 	return cmd
 }
@@ -136,8 +143,12 @@ func newBenchBaselineCmd() *cobra.Command {
 }
 
 type measure struct {
-	wall  time.Duration
-	rssKB int64
+	wall, cpu time.Duration // cpu: user and system time
+	rssKB     int64
+}
+
+func (m measure) String() string {
+	return fmt.Sprintf("%s (cpu %s), %d MB", m.wall.Round(time.Millisecond), m.cpu.Round(time.Millisecond), m.rssKB>>10)
 }
 
 // measureChild runs this binary with args and returns its wall time and
@@ -153,6 +164,7 @@ func measureChild(cmd *cobra.Command, self string, args ...string) (measure, err
 		if ru, ok := c.ProcessState.SysUsage().(*syscall.Rusage); ok {
 			m.rssKB = ru.Maxrss
 		}
+		m.cpu = c.ProcessState.UserTime() + c.ProcessState.SystemTime()
 	}
 	if err != nil {
 		var ee *exec.ExitError
@@ -169,11 +181,13 @@ func measureChild(cmd *cobra.Command, self string, args ...string) (measure, err
 
 func median(ms []measure) measure {
 	w := make([]time.Duration, len(ms))
+	u := make([]time.Duration, len(ms))
 	r := make([]int64, len(ms))
 	for i, m := range ms {
-		w[i], r[i] = m.wall, m.rssKB
+		w[i], u[i], r[i] = m.wall, m.cpu, m.rssKB
 	}
 	slices.Sort(w)
+	slices.Sort(u)
 	slices.Sort(r)
-	return measure{wall: w[len(w)/2], rssKB: r[len(r)/2]}
+	return measure{wall: w[len(w)/2], cpu: u[len(u)/2], rssKB: r[len(r)/2]}
 }

@@ -55,3 +55,18 @@ func TestBenchSim(t *testing.T) {
 		t.Fatalf("deliver: exit %d, want %d saying what the simulation runs; output:\n%s", code, exitCannotRun, out)
 	}
 }
+
+// bench check refuses a bad --jobs or --repeat before it generates
+// anything (exit status 3).
+func TestBenchCheckRefusesBadInput(t *testing.T) {
+	for _, tt := range []struct{ flag, want string }{{"--jobs=-1", "--jobs -1"}, {"--repeat=0", "--repeat 0"}} {
+		dir := filepath.Join(t.TempDir(), "run")
+		out, code := runCmd(t, "bench", "check", "--ops", "100", "--dir", dir, tt.flag)
+		if code != exitCannotRun || !strings.Contains(out, tt.want) {
+			t.Fatalf("%s: exit %d, want %d mentioning %q; output:\n%s", tt.flag, code, exitCannotRun, tt.want, out)
+		}
+		if _, err := os.Stat(dir); err == nil {
+			t.Fatalf("%s: generated %s", tt.flag, dir)
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"runtime/debug"
 	"time"
 
@@ -18,7 +19,8 @@ import (
 )
 
 func newCheckCmd() *cobra.Command {
-	return &cobra.Command{
+	var jobs int
+	cmd := &cobra.Command{
 		Use:   "check DIR",
 		Short: "Re-run the checkers on a stored run",
 		Long: `Re-run the workload's checkers on the history stored in DIR (a run folder,
@@ -31,10 +33,17 @@ A check interrupted with Ctrl-C leaves the reports as they were.
 DIR is untrusted: it must hold only regular files and folders (DIR itself
 may be a link, such as results/latest); a symbolic link, a named pipe, a
 device or a socket in it is refused, naming it, before anything is read or
-written. Exit status as for run (3: the folder cannot be checked).`,
+written. Exit status as for run (3: the folder cannot be checked).
+
+--jobs N judges on N goroutines: the checkers read the history beside the
+reader, and linearizability checks N entities at once; the results are the
+same as with --jobs 1, which does everything on one (docs/performance.md).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			dir := args[0]
+			if _, err := checker.Jobs(jobs); err != nil {
+				return cannotRun(fmt.Errorf("--%w", err))
+			}
 			if os.Getenv("GOGC") == "" {
 				// The pass keeps compact state per op for the whole history
 				// and makes short-lived garbage decoding it: a heap goal of
@@ -56,7 +65,7 @@ written. Exit status as for run (3: the folder cannot be checked).`,
 			// the report's timeline: it is never held whole.
 			var counter history.Counter
 			analyzed := report.NewAnalyzer()
-			fo := checker.FileOptions{Observe: []func(*history.Op){counter.Observe, analyzed.Observe}}
+			fo := checker.FileOptions{Observe: []func(*history.Op){counter.Observe, analyzed.Observe}, Jobs: jobs}
 			if isTerminal(cmd.ErrOrStderr()) {
 				fo.Progress = progressLine(cmd.ErrOrStderr())
 				defer fmt.Fprint(cmd.ErrOrStderr(), "\r\033[K")
@@ -108,4 +117,6 @@ written. Exit status as for run (3: the folder cannot be checked).`,
 			return nil
 		},
 	}
+	cmd.Flags().IntVar(&jobs, "jobs", runtime.NumCPU(), "goroutines that judge at once (default: the cores); 1: one, as before")
+	return cmd
 }

@@ -245,3 +245,34 @@ func relink(t *testing.T, target, link string) {
 		t.Fatal(err)
 	}
 }
+
+// check --jobs: a negative count is refused with exit 3 before anything
+// is written; --jobs 1 and --jobs 4 print the same verdict and evidence.
+func TestCheckJobs(t *testing.T) {
+	dir := checkRun(t, "3")
+	check := func(jobs string) (string, error) {
+		cmd := newRootCmd()
+		var out bytes.Buffer
+		cmd.SetOut(&out)
+		cmd.SetErr(io.Discard)
+		cmd.SetArgs([]string{"check", "--jobs", jobs, dir})
+		err := cmd.ExecuteContext(context.Background())
+		return out.String(), err
+	}
+	_, err := check("-1")
+	var ee *exitError
+	if !errors.As(err, &ee) || ee.code != exitCannotRun || !strings.Contains(err.Error(), "--jobs -1") {
+		t.Fatalf("--jobs -1: %v, want exit %d naming the flag", err, exitCannotRun)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "index.html")); err == nil {
+		t.Fatal("--jobs -1 wrote the report")
+	}
+	one, err1 := check("1")
+	four, err4 := check("4")
+	if !errors.As(err1, &ee) || ee.code != exitInvalid || !errors.As(err4, &ee) || ee.code != exitInvalid {
+		t.Fatalf("exits %v and %v, want invalid", err1, err4)
+	}
+	if one != four {
+		t.Fatalf("--jobs 1:\n%s\n--jobs 4:\n%s", one, four)
+	}
+}

@@ -4,11 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"slices"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/shardtest/shardtest/checker"
 	"github.com/shardtest/shardtest/harness/local"
 	"github.com/shardtest/shardtest/harness/run"
 	"github.com/shardtest/shardtest/harness/scenario"
@@ -25,6 +27,7 @@ func newRunCmd() *cobra.Command {
 		basePort  int
 		testCount int
 		keep      bool
+		checkJobs int
 		// scenarioName takes the test from the catalogue.
 		scenarioName string
 		// scheduleFile is a fault schedule of the user's (docs/schedules.md).
@@ -101,6 +104,9 @@ before could not run before unknown.`,
 			if testCount < 1 {
 				return &exitError{exitCannotRun, fmt.Errorf("--test-count %d: want at least 1", testCount)}
 			}
+			if _, err := checker.Jobs(checkJobs); err != nil {
+				return &exitError{exitCannotRun, fmt.Errorf("--%w", err)}
+			}
 			if keep && (o.Runtime != "docker" || testCount > 1) {
 				return &exitError{exitCannotRun, errors.New("--keep needs --runtime docker and a single test")}
 			}
@@ -139,7 +145,7 @@ before could not run before unknown.`,
 					// follow each test's seed.
 					to.Schedule = nemesis.SeedSchedule(schedule, to.Seed)
 				}
-				t := &run.Test{Options: to, Runtime: rt, Workload: w, Log: logger, Keep: keep}
+				t := &run.Test{Options: to, Runtime: rt, Workload: w, Log: logger, Keep: keep, CheckJobs: checkJobs}
 				if fi, err := os.Stderr.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
 					// A live progress line, only on a terminal.
 					t.Progress = func(line string) { fmt.Fprintf(os.Stderr, "\r%s ", line) }
@@ -184,6 +190,7 @@ before could not run before unknown.`,
 	f.StringVar(&scheduleFile, "schedule", "", "a fault schedule file (docs/schedules.md): faults at fixed times of the main phase, instead of --nemesis")
 	f.StringVar(&results, "results", "results", "results root folder")
 	f.IntVar(&testCount, "test-count", 1, "run this many tests in a row, with seeds --seed, --seed+1, ...")
+	f.IntVar(&checkJobs, "jobs", runtime.NumCPU(), "goroutines that judge the history after the run, as check --jobs (default: the cores)")
 	f.BoolVar(&keep, "keep", false, "docker: leave the cluster running after the test, for inspection")
 	f.StringVar(&binary, "binary", "", "docker: static shardtest binary for the reference image, which runs the journal (and the nodes without --image) (default: this one if static, else a CGO_ENABLED=0 build of the source it finds: the working directory's module or the one it was built from)")
 	f.IntVar(&basePort, "base-port", 17400, "local: journal port; node i uses base+i (HTTP) and base+100+i (gossip)")

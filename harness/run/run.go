@@ -316,6 +316,9 @@ type Test struct {
 	// Keep leaves the cluster running after the test (logs are copied only
 	// when it is stopped, e.g. by shardtest cleanup).
 	Keep bool
+	// CheckJobs is how many goroutines judge the history after the run
+	// (checker.FileOptions.Jobs; 0: every core).
+	CheckJobs int
 }
 
 // Run runs the test and stores it under resultsRoot/<name>/<timestamp>.
@@ -365,7 +368,7 @@ func (t *Test) Run(ctx context.Context, resultsRoot string) (Result, error) {
 	}
 	var counter history.Counter
 	analyzed := report.NewAnalyzer()
-	checked, err := CheckFile(ctx, o, dir, checker.FileOptions{Observe: []func(*history.Op){counter.Observe, analyzed.Observe}})
+	checked, err := CheckFile(ctx, o, dir, checker.FileOptions{Observe: []func(*history.Op){counter.Observe, analyzed.Observe}, Jobs: t.CheckJobs})
 	if err != nil {
 		return res, fmt.Errorf("reading back the history: %w", err)
 	}
