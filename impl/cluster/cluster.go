@@ -460,23 +460,37 @@ func (c *Cluster) Run(ctx context.Context) error {
 		c.mu.Unlock()
 		c.pushes.Wait()
 	}()
-	// The join's attempts and waits come back as inputs until it joined.
-	if err := c.exec(ctx, InJoinTick{}); err != nil {
-		return err
-	}
-
 	var wg sync.WaitGroup
 	loopCtx, cancel := context.WithCancel(ctx)
 	defer func() { cancel(); wg.Wait() }()
+	// The join's attempts and waits come back as inputs until it joined.
+	// It runs beside the heartbeat ticker: the member has joined as soon as
+	// a member of the cluster answered it, while memberlist's Join may
+	// still be asking the other seeds one by one (one across a partition
+	// answers only at its stream timeout), and from then on it must
+	// heartbeat and pass on the down notices it learnt. A tick before it
+	// joined does nothing.
+	joinDone := make(chan error, 1)
+	joining := true
 	wg.Add(1)
-	go func() { defer wg.Done(); c.rejoinLoop(loopCtx) }()
+	go func() { defer wg.Done(); joinDone <- c.exec(loopCtx, InJoinTick{}) }()
 
 	t := c.cfg.Clock.NewTicker(c.cfg.HeartbeatInterval)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
+			if joining {
+				return <-joinDone // why the join ended, as before
+			}
 			return nil
+		case err := <-joinDone:
+			joining = false
+			if err != nil {
+				return err
+			}
+			wg.Add(1)
+			go func() { defer wg.Done(); c.rejoinLoop(loopCtx) }()
 		case <-c.leaveDone:
 			return nil
 		case <-c.downed:

@@ -412,6 +412,18 @@ func (m *MembershipState) Step(now time.Duration, in Input) []Effect {
 		if json.Unmarshal(in.State, &recs) == nil {
 			m.merge(recs)
 		}
+		if in.Join && !m.joined && m.joinStarted && m.knowsMembers() {
+			// A member of a cluster answered this member's join: it has
+			// joined, as in Akka, where the first seed to acknowledge
+			// wins. Waiting for the other seeds' answers (memberlist's Join
+			// asks them one by one, and one across a partition answers only
+			// at its stream timeout, 10 s) would leave this member silent
+			// while the members that took it in judge it, and unable to
+			// tell what it learnt (a member downed by a side that cannot
+			// reach it) — found by majorities-ring-register in simulation.
+			m.log(slog.LevelDebug, "a member answered the join: joined")
+			m.completeJoin()
+		}
 	case InMet:
 		m.onMet(in.Meta)
 	case InRejoinTick:
@@ -765,7 +777,9 @@ func (m *MembershipState) tick() {
 			delete(m.downSeen, uid)
 			continue
 		}
-		if !live[r.Member.GossipAddr] && !m.cfg.BlindToOneWay { // not once a new incarnation holds the address
+		// Not once a new incarnation holds the address (this one's own
+		// included: a member learns its previous incarnation was downed).
+		if !live[r.Member.GossipAddr] && r.Member.GossipAddr != m.self.GossipAddr && !m.cfg.BlindToOneWay {
 			notices[r.Member.GossipAddr] = notice{uid, m.heartbeat(r)}
 		}
 	}
@@ -922,8 +936,14 @@ func (m *MembershipState) noteNew(uid string) {
 		return
 	}
 	if r.Status.Final() {
-		if uid == m.self.UID() && r.Status == StatusDown {
+		switch {
+		case uid == m.self.UID() && r.Status == StatusDown:
 			m.noteStatus(uid, StatusUp)
+		case r.Status == StatusDown:
+			// First learnt as down (a new incarnation learns what the
+			// cluster decided while it was away): tell it too. The member
+			// that decided may not reach it, and this one may.
+			m.downSeen[uid] = m.now
 		}
 		return
 	}
@@ -1052,13 +1072,18 @@ func (m *MembershipState) onMessage(buf []byte) {
 		}
 		// Only a member this one knows speaks for itself (as for joins:
 		// only members vouch), and only once this one has joined.
-		if r != nil && m.joined && !m.cfg.BlindToOneWay {
-			if hb.ObsVersion > r.ObsVersion {
-				m.merge([]*record{{Member: r.Member, Status: r.Status, ObsVersion: hb.ObsVersion, Unreachable: hb.Unreachable}})
-			}
-			if d := hb.Down; d != nil && d.Status == StatusDown && d.Member.UID() == m.self.UID() {
-				m.merge([]*record{d})
-			}
+		if r != nil && m.joined && !m.cfg.BlindToOneWay && hb.ObsVersion > r.ObsVersion {
+			m.merge([]*record{{Member: r.Member, Status: r.Status, ObsVersion: hb.ObsVersion, Unreachable: hb.Unreachable}})
+		}
+		// A down notice is taken from any sender: it is this member's own
+		// record, down, which only a decider writes, and a pushed state
+		// carrying it is merged from anyone anyway. The sender that can
+		// still reach a downed member is often one it does not know: a
+		// new incarnation of a member the same decision downed, which
+		// learnt the decision when it joined (a ring partition, where the
+		// decider cannot reach the member it downed).
+		if d := hb.Down; d != nil && m.joined && !m.cfg.BlindToOneWay && d.Status == StatusDown && d.Member.UID() == m.self.UID() {
+			m.merge([]*record{d})
 		}
 		if m.joined && hb.Digest != m.state.digest() && hb.Addr != "" {
 			m.out = append(m.out, PushState{To: hb.Addr, Msg: m.encodeState()})

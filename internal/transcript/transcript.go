@@ -60,6 +60,41 @@ func Read(path string) ([]Block, error) {
 	return blocks, sc.Err()
 }
 
+// RewriteEnv, when set in the environment, makes Run write what the steps
+// gave into a transcript that does not match, comments kept: a developer's
+// tool after a deliberate change of behaviour (review the diff); a test run
+// without it never writes into the source tree.
+const RewriteEnv = "SHARDTEST_TRANSCRIPT_REWRITE"
+
+// rewrite replaces the wanted lines of each block of file with gots[i],
+// keeping every other line (comments, blank lines) as it was.
+func rewrite(file string, blocks []Block, gots [][]string) error {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return err
+	}
+	lines := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+	var out []string
+	next := 0
+	for i := 0; i < len(lines); i++ {
+		if next < len(blocks) && i+1 == blocks[next].Line {
+			out = append(out, lines[i], "----")
+			out = append(out, gots[next]...)
+			i += 2 // the input and ----
+			for i < len(lines) && strings.TrimSpace(lines[i]) != "" {
+				i++
+			}
+			if i < len(lines) {
+				out = append(out, lines[i])
+			}
+			next++
+			continue
+		}
+		out = append(out, lines[i])
+	}
+	return os.WriteFile(file, []byte(strings.Join(out, "\n")+"\n"), 0o644)
+}
+
 // Run runs every transcript in dir (*.txt) as a subtest; newStep gives a
 // fresh step function for each file. A step error fails the file at once.
 func Run(t *testing.T, dir string, newStep func() func(input string) ([]string, error)) {
@@ -77,8 +112,10 @@ func Run(t *testing.T, dir string, newStep func() func(input string) ([]string, 
 			step := newStep()
 			var ran strings.Builder
 			failed := false
-			for _, b := range blocks {
+			gots := make([][]string, len(blocks))
+			for i, b := range blocks {
 				got, err := step(b.Input)
+				gots[i] = got
 				if err != nil {
 					t.Fatalf("%s:%d: %s: %v", file, b.Line, b.Input, err)
 				}
@@ -92,7 +129,12 @@ func Run(t *testing.T, dir string, newStep func() func(input string) ([]string, 
 					t.Errorf("%s:%d: %s\ngot:\n%s\nwant:\n%s", file, b.Line, b.Input, strings.Join(got, "\n"), strings.Join(b.Want, "\n"))
 				}
 			}
-			if failed {
+			if failed && os.Getenv(RewriteEnv) != "" {
+				if err := rewrite(file, blocks, gots); err != nil {
+					t.Fatalf("rewriting %s: %v", file, err)
+				}
+				t.Logf("%s rewritten with what the steps gave (%s is set): review the diff", file, RewriteEnv)
+			} else if failed {
 				t.Logf("the transcript as it ran:\n%s", ran.String())
 			}
 		})
