@@ -72,6 +72,20 @@ func (co *coordinator) tick(d time.Duration, kind string, f func()) {
 	})
 }
 
+// viewChanged: the membership changed. The real coordinator's loop wakes
+// at once (Membership.Changed) and steps the new view, so that a region
+// registering as soon as it sees the coordinator is known to it; looking
+// only at the watch tick (RetryInterval) refused such registrations with
+// "not known to the coordinator yet", and the regions came back a retry
+// interval later.
+func (co *coordinator) viewChanged() {
+	co.m.inc.after(0, "coordinator-view-"+co.s.TypeName, func() {
+		if !co.gone() {
+			co.view()
+		}
+	})
+}
+
 // view steps the membership's view (the real loop does at every wake).
 func (co *coordinator) view() {
 	snap := co.m.inc.m.Snapshot()

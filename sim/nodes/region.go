@@ -65,7 +65,9 @@ type region struct {
 	last   uint64
 	shards map[string]*simShard
 	// registeredAt: the coordinator location this region registered with
-	// ("\x00": none yet); registering: a registration is in flight.
+	// ("\x00": none yet); registering: a registration is in flight, or
+	// waits its retry interval after a failed one (the real region's loop
+	// sleeps then, deaf to view changes).
 	registeredAt string
 	registering  bool
 	registered   bool
@@ -155,11 +157,14 @@ func (r *region) register() {
 		if r.inc.gone() {
 			return
 		}
-		r.registering = false
 		if err != nil {
-			r.inc.after(r.s.RetryInterval, "", r.register)
+			r.inc.after(r.s.RetryInterval, "", func() {
+				r.registering = false
+				r.register()
+			})
 			return
 		}
+		r.registering = false
 		r.registered, r.registeredAt = true, at
 		r.register() // it may have moved meanwhile
 	})

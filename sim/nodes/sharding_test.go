@@ -83,3 +83,44 @@ func TestRegistersServedThroughAnyNode(t *testing.T) {
 		}
 	}
 }
+
+// TestRegionsRegisterOnJoining: each node's regions are registered with
+// the coordinator within 300 ms of its member being Up (the coordinator
+// may still be starting: the proxy tries again every 200 ms), as on the
+// real node, whose coordinator takes each membership change at once
+// (Membership.Changed). The simulated coordinator used to look at the
+// membership only at its watch tick (every 500 ms): a joining member's
+// registration was refused ("not known to the coordinator yet") and came
+// back a retry interval later, after the harness's traffic had begun, so
+// the coordinator gave the first shards to its own node's region alone
+// (coordinator-crash then had nothing on the survivors to allocate twice).
+func TestRegionsRegisterOnJoining(t *testing.T) {
+	for seed := range uint64(6) {
+		c := shardedCluster(t, seed, 3, nil)
+		upAt, regAt := map[string]time.Duration{}, map[string]time.Duration{}
+		for c.World.Now() < 10*time.Second && c.World.Step() {
+			for _, n := range c.Nodes() {
+				if _, ok := upAt[n.Name]; !ok && n.Status() == "up" {
+					upAt[n.Name] = c.World.Now()
+				}
+				if _, ok := regAt[n.Name]; ok || n.inc == nil {
+					continue
+				}
+				all := true
+				for _, r := range n.inc.regions {
+					all = all && r.registered && r.registeredAt == r.coordinatorAt()
+				}
+				if all {
+					regAt[n.Name] = c.World.Now()
+				}
+			}
+		}
+		for _, n := range c.Nodes() {
+			up, okU := upAt[n.Name]
+			reg, okR := regAt[n.Name]
+			if !okU || !okR || reg-up > 300*time.Millisecond {
+				t.Errorf("seed %d: %s Up at %v (%v), its regions registered at %v (%v): want within 300 ms", seed, n.Name, up, okU, reg, okR)
+			}
+		}
+	}
+}

@@ -150,6 +150,14 @@ func (m *manager) viewChanged() {
 			m.step(singleton.InView{Snapshot: snap})
 		}
 	})
+	// A running instance that watches the membership (the coordinator:
+	// its loop wakes at Membership.Changed) takes the view in a step of
+	// its own.
+	if in := m.inst; in != nil && in.live {
+		if w, ok := in.impl.(interface{ viewChanged() }); ok {
+			w.viewChanged()
+		}
+	}
 }
 
 func (m *manager) step(in singleton.Input) {
