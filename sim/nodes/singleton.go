@@ -143,7 +143,9 @@ func (m *manager) isIDGenerator() bool { return m.newInstance == nil }
 // viewChanged: the membership's view changed; the manager takes it in a
 // step of its own, as the real one does when Changed fires.
 func (m *manager) viewChanged() {
-	m.inc.after(0, "view", func() {
+	// One pending view per manager while the process is paused (each
+	// real manager's loop coalesces Changed on its own), not one for all.
+	m.inc.after(0, "view:"+m.name, func() {
 		snap := m.inc.m.Snapshot()
 		if snap.Version > m.seen {
 			m.seen = snap.Version
