@@ -272,6 +272,17 @@ func (f *fieldSet) int(bit int, dst *int64) bool {
 	return ok && f.once(bit)
 }
 
+// uint reads an unsigned integer field. encoding/json refuses any sign
+// for an unsigned field, "-0" included, so the fast path takes no '-'.
+func (f *fieldSet) uint(bit int, dst *uint64) bool {
+	if f.s.peek() == '-' {
+		return false
+	}
+	v, ok := f.s.int()
+	*dst = uint64(v)
+	return ok && f.once(bit)
+}
+
 // time reads a time field as encoding/json does: it hands the string's
 // bytes, quotes included, to time.Time's UnmarshalJSON (which never
 // unescapes: a string with an escape goes to encoding/json, which hands it
@@ -398,10 +409,7 @@ func (d *decoder) fastEvent(line []byte, e *NodeEvent) bool {
 		case "hi":
 			return f.int(1<<2, &e.Hi)
 		case "seq":
-			var v int64
-			ok := f.int(1<<3, &v)
-			e.Seq = uint64(v)
-			return ok && v >= 0
+			return f.uint(1<<3, &e.Seq)
 		case "time":
 			return f.time(1<<14, &e.Time)
 		case "incarnation":

@@ -138,6 +138,8 @@ var eventCases = []string{
 	`{"node":"n3","lo":5,"hi":9,"seq":43,"time":"0001-01-01T00:00:00Z","incarnation":"n3@c","type":"entity-started","peer":"n1@a","entity":"register/r1","entity_incarnation":"e7"}`,
 	`{"node":"n1","lo":1000,"hi":1010,"seq":1,"incarnation":"n1@a","type":"shard-started","entity_type":"register","shard":"17"}`,
 	`{"node":"n1","seq":-1}`,
+	`{"seq":-0}`,
+	`{"seq": -0}`,
 	`{"node":"n1","seq":18446744073709551615}`,
 	`{"node":"n1","seq":1.5}`,
 	`{"node":"n1","node":"n2"}`,
