@@ -470,8 +470,7 @@ func (c *Cluster) Run(ctx context.Context) error {
 	// answers only at its stream timeout), and from then on it must
 	// heartbeat and pass on the down notices it learnt. A tick before it
 	// joined does nothing.
-	joinDone := make(chan error, 1)
-	joining := true
+	joinDone := make(chan error, 1) // nil once the join has ended
 	wg.Add(1)
 	go func() { defer wg.Done(); joinDone <- c.exec(loopCtx, InJoinTick{}) }()
 
@@ -480,12 +479,12 @@ func (c *Cluster) Run(ctx context.Context) error {
 	for {
 		select {
 		case <-ctx.Done():
-			if joining {
+			if joinDone != nil {
 				return <-joinDone // why the join ended, as before
 			}
 			return nil
 		case err := <-joinDone:
-			joining = false
+			joinDone = nil
 			if err != nil {
 				return err
 			}

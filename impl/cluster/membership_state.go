@@ -408,22 +408,7 @@ func (m *MembershipState) Step(now time.Duration, in Input) []Effect {
 	case InReceived:
 		m.onMessage(in.Msg)
 	case InRemoteState:
-		var recs []*record
-		if json.Unmarshal(in.State, &recs) == nil {
-			m.merge(recs)
-		}
-		if in.Join && !m.joined && m.joinStarted && m.knowsMembers() {
-			// A member of a cluster answered this member's join: it has
-			// joined, as in Akka, where the first seed to acknowledge
-			// wins. Waiting for the other seeds' answers (memberlist's Join
-			// asks them one by one, and one across a partition answers only
-			// at its stream timeout, 10 s) would leave this member silent
-			// while the members that took it in judge it, and unable to
-			// tell what it learnt (a member downed by a side that cannot
-			// reach it) — found by majorities-ring-register in simulation.
-			m.log(slog.LevelDebug, "a member answered the join: joined")
-			m.completeJoin()
-		}
+		m.onRemoteState(in)
 	case InMet:
 		m.onMet(in.Meta)
 	case InRejoinTick:
@@ -631,6 +616,27 @@ func (m *MembershipState) tryJoin() {
 		return
 	}
 	m.joinTimeouts()
+}
+
+// onRemoteState merges the state a push/pull gave; if it answered this
+// member's join and names members, the member has joined.
+func (m *MembershipState) onRemoteState(in InRemoteState) {
+	var recs []*record
+	if json.Unmarshal(in.State, &recs) == nil {
+		m.merge(recs)
+	}
+	if in.Join && !m.joined && m.joinStarted && m.knowsMembers() {
+		// A member of a cluster answered this member's join: it has
+		// joined, as in Akka, where the first seed to acknowledge
+		// wins. Waiting for the other seeds' answers (memberlist's Join
+		// asks them one by one, and one across a partition answers only
+		// at its stream timeout, 10 s) would leave this member silent
+		// while the members that took it in judge it, and unable to
+		// tell what it learnt (a member downed by a side that cannot
+		// reach it) — found by majorities-ring-register in simulation.
+		m.log(slog.LevelDebug, "a member answered the join: joined")
+		m.completeJoin()
+	}
 }
 
 func (m *MembershipState) onJoinResult(in InJoinResult) {
@@ -1070,20 +1076,23 @@ func (m *MembershipState) onMessage(buf []byte) {
 		if r != nil && !r.Status.Final() {
 			m.lastHeard[hb.From] = m.now
 		}
-		// Only a member this one knows speaks for itself (as for joins:
-		// only members vouch), and only once this one has joined.
-		if r != nil && m.joined && !m.cfg.BlindToOneWay && hb.ObsVersion > r.ObsVersion {
-			m.merge([]*record{{Member: r.Member, Status: r.Status, ObsVersion: hb.ObsVersion, Unreachable: hb.Unreachable}})
-		}
-		// A down notice is taken from any sender: it is this member's own
-		// record, down, which only a decider writes, and a pushed state
-		// carrying it is merged from anyone anyway. The sender that can
-		// still reach a downed member is often one it does not know: a
-		// new incarnation of a member the same decision downed, which
-		// learnt the decision when it joined (a ring partition, where the
-		// decider cannot reach the member it downed).
-		if d := hb.Down; d != nil && m.joined && !m.cfg.BlindToOneWay && d.Status == StatusDown && d.Member.UID() == m.self.UID() {
-			m.merge([]*record{d})
+		if m.joined && !m.cfg.BlindToOneWay {
+			// Only a member this one knows speaks for itself (as for
+			// joins: only members vouch).
+			if r != nil && hb.ObsVersion > r.ObsVersion {
+				m.merge([]*record{{Member: r.Member, Status: r.Status, ObsVersion: hb.ObsVersion, Unreachable: hb.Unreachable}})
+			}
+			// A down notice is taken from any sender: it is this member's
+			// own record, down, which only a decider writes, and a pushed
+			// state carrying it is merged from anyone anyway. The sender
+			// that can still reach a downed member is often one it does
+			// not know: a new incarnation of a member the same decision
+			// downed, which learnt the decision when it joined (a ring
+			// partition, where the decider cannot reach the member it
+			// downed).
+			if d := hb.Down; d != nil && d.Status == StatusDown && d.Member.UID() == m.self.UID() {
+				m.merge([]*record{d})
+			}
 		}
 		if m.joined && hb.Digest != m.state.digest() && hb.Addr != "" {
 			m.out = append(m.out, PushState{To: hb.Addr, Msg: m.encodeState()})

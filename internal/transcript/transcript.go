@@ -110,7 +110,6 @@ func Run(t *testing.T, dir string, newStep func() func(input string) ([]string, 
 				t.Fatal(err)
 			}
 			step := newStep()
-			var ran strings.Builder
 			failed := false
 			gots := make([][]string, len(blocks))
 			for i, b := range blocks {
@@ -119,11 +118,6 @@ func Run(t *testing.T, dir string, newStep func() func(input string) ([]string, 
 				if err != nil {
 					t.Fatalf("%s:%d: %s: %v", file, b.Line, b.Input, err)
 				}
-				fmt.Fprintf(&ran, "%s\n----\n", b.Input)
-				for _, l := range got {
-					ran.WriteString(l + "\n")
-				}
-				ran.WriteString("\n")
 				if strings.Join(got, "\n") != strings.Join(b.Want, "\n") {
 					failed = true
 					t.Errorf("%s:%d: %s\ngot:\n%s\nwant:\n%s", file, b.Line, b.Input, strings.Join(got, "\n"), strings.Join(b.Want, "\n"))
@@ -135,6 +129,14 @@ func Run(t *testing.T, dir string, newStep func() func(input string) ([]string, 
 				}
 				t.Logf("%s rewritten with what the steps gave (%s is set): review the diff", file, RewriteEnv)
 			} else if failed {
+				var ran strings.Builder
+				for i, b := range blocks {
+					fmt.Fprintf(&ran, "%s\n----\n", b.Input)
+					for _, l := range gots[i] {
+						ran.WriteString(l + "\n")
+					}
+					ran.WriteString("\n")
+				}
 				t.Logf("the transcript as it ran:\n%s", ran.String())
 			}
 		})

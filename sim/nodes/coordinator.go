@@ -79,7 +79,7 @@ func (co *coordinator) tick(d time.Duration, kind string, f func()) {
 // "not known to the coordinator yet", and the regions came back a retry
 // interval later.
 func (co *coordinator) viewChanged() {
-	co.m.inc.after(0, "coordinator-view-"+co.s.TypeName, func() {
+	co.m.inc.after(0, "coordinator-view:"+co.s.TypeName, func() {
 		if !co.gone() {
 			co.view()
 		}
