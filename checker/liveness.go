@@ -25,7 +25,9 @@ import (
 // restart) excuse nothing on the rest of the cluster; they excuse only the
 // operations sent to the nodes that leave, while the fault lasts: a node's
 // process exits once it has left, and a request that reached it just then
-// loses its connection. Tells are not judged (at most once).
+// loses its connection. Tells are not judged (at most once). The
+// evidence names, for each window that excused operations, the faults
+// that opened it and how many it excused; a failed inject opens none.
 //
 // Definite failures are answers; only unknown outcomes (timeouts, lost
 // replies) and invocations never completed count.
@@ -135,7 +137,8 @@ func (st *liveStream) Result(ctx context.Context, pass *Pass) Result {
 	// after its heal (or the end).
 	type window struct {
 		from, to int64
-		fault    string
+		faults   []string // the faults that opened it, in inject order
+		excused  int
 	}
 	var excused []window
 	// The final phase starts once the harness saw the cluster converge
@@ -147,6 +150,8 @@ func (st *liveStream) Result(ctx context.Context, pass *Pass) Result {
 	type nodeWindow struct {
 		node     string
 		from, to int64
+		fault    string
+		excused  int
 	}
 	var leaving []nodeWindow
 	spans, _ := history.Faults(h.Ops)
@@ -162,11 +167,11 @@ func (st *liveStream) Result(ctx context.Context, pass *Pass) Result {
 			switch {
 			case f.Fault() == "member:join" && heal != nil:
 				for _, n := range heal.Nodes {
-					leaving = append(leaving, nodeWindow{n, heal.Began, heal.At})
+					leaving = append(leaving, nodeWindow{node: n, from: heal.Began, to: heal.At, fault: f.Fault()})
 				}
 			case f.Fault() == "member:rolling-restart":
 				for _, n := range inj.Nodes {
-					leaving = append(leaving, nodeWindow{n, inj.Began, inj.At})
+					leaving = append(leaving, nodeWindow{node: n, from: inj.Began, to: inj.At, fault: f.Fault()})
 				}
 			case strings.HasPrefix(f.Fault(), "member:leave"):
 				to := end + 1
@@ -174,7 +179,7 @@ func (st *liveStream) Result(ctx context.Context, pass *Pass) Result {
 					to = heal.At
 				}
 				for _, n := range inj.Nodes {
-					leaving = append(leaving, nodeWindow{n, inj.Began, to})
+					leaving = append(leaving, nodeWindow{node: n, from: inj.Began, to: to, fault: f.Fault()})
 				}
 			}
 			continue
@@ -182,14 +187,14 @@ func (st *liveStream) Result(ctx context.Context, pass *Pass) Result {
 		// The fault acts from the moment its injection began (a kill
 		// resets connections before the harness hears it is done).
 		if heal == nil {
-			excused = append(excused, window{inj.Began, end + 1, f.Fault()})
+			excused = append(excused, window{from: inj.Began, to: end + 1, faults: []string{f.Fault()}})
 			continue
 		}
 		to := heal.At + int64(LivenessGrace)
 		if final >= 0 && final > heal.At {
 			to = min(to, final)
 		}
-		excused = append(excused, window{inj.Began, to, f.Fault()})
+		excused = append(excused, window{from: inj.Began, to: to, faults: []string{f.Fault()}})
 	}
 	sort.Slice(excused, func(i, j int) bool { return excused[i].from < excused[j].from })
 	// Merge into disjoint windows, so each op is looked up by binary search.
@@ -197,13 +202,27 @@ func (st *liveStream) Result(ctx context.Context, pass *Pass) Result {
 	for _, w := range excused {
 		if n := len(merged); n > 0 && w.from <= merged[n-1].to {
 			merged[n-1].to = max(merged[n-1].to, w.to)
+			merged[n-1].faults = append(merged[n-1].faults, w.faults...)
 			continue
 		}
 		merged = append(merged, w)
 	}
-	excusedAt := func(from, to int64) bool {
+	// excusedBy is the window that excuses an operation over [from, to]
+	// (the first it overlaps), or nil.
+	excusedBy := func(from, to int64) *window {
 		i := sort.Search(len(merged), func(i int) bool { return merged[i].to >= from })
-		return i < len(merged) && merged[i].from <= to
+		if i < len(merged) && merged[i].from <= to {
+			return &merged[i]
+		}
+		return nil
+	}
+	leavingAt := func(node string, from, to int64) *nodeWindow {
+		for i := range leaving {
+			if w := &leaving[i]; w.node == node && w.from <= to && from <= w.to {
+				return w
+			}
+		}
+		return nil
 	}
 	ended, _ := h.Ended()
 	judged, lost, excusedN := 0, 0, 0
@@ -221,9 +240,13 @@ func (st *liveStream) Result(ctx context.Context, pass *Pass) Result {
 		} else if !ended {
 			continue // the harness stopped: no answer was awaited to the end
 		}
-		if excusedAt(o.from, to) || slices.ContainsFunc(leaving, func(w nodeWindow) bool {
-			return w.node == st.nodes.names[o.node] && w.from <= to && o.from <= w.to
-		}) {
+		if w := excusedBy(o.from, to); w != nil {
+			w.excused++
+			excusedN++
+			continue
+		}
+		if w := leavingAt(st.nodes.names[o.node], o.from, to); w != nil {
+			w.excused++
 			excusedN++
 			continue
 		}
@@ -268,6 +291,24 @@ func (st *liveStream) Result(ctx context.Context, pass *Pass) Result {
 	if failed > 0 {
 		res.Evidence = append(res.Evidence, fmt.Sprintf("%d injects failed and did nothing: they excuse nothing", failed))
 	}
+	// Each window that excused something names the faults that opened it,
+	// so a reader can tell which fault a verdict leaned on.
+	var windows []string
+	for _, w := range merged {
+		if w.excused > 0 {
+			windows = append(windows, fmt.Sprintf("%d operations excused from %.3f s to %.3f s (grace included) by %s",
+				w.excused, float64(w.from)/1e9, float64(w.to)/1e9, namedFaults(w.faults)))
+		}
+	}
+	for _, w := range leaving {
+		if w.excused > 0 {
+			windows = append(windows, fmt.Sprintf("%d operations sent to %s excused from %.3f s to %.3f s while it left (%s)",
+				w.excused, w.node, float64(w.from)/1e9, float64(w.to)/1e9, w.fault))
+		}
+	}
+	if len(windows) > maxEvidence {
+		windows = append(windows[:maxEvidence:maxEvidence], fmt.Sprintf("... and %d more windows", len(windows)-maxEvidence))
+	}
 	switch {
 	case lost > 0:
 		res.Verdict = Invalid
@@ -278,5 +319,25 @@ func (st *liveStream) Result(ctx context.Context, pass *Pass) Result {
 	default:
 		res.Verdict, res.Summary = Valid, "every operation on a healthy cluster got an answer; "+stats
 	}
+	res.Evidence = append(res.Evidence, windows...)
 	return res
+}
+
+// namedFaults lists a window's faults, each once with its count
+// ("partition:majorities, kill:one ×2").
+func namedFaults(faults []string) string {
+	var names []string
+	count := map[string]int{}
+	for _, f := range faults {
+		if count[f] == 0 {
+			names = append(names, f)
+		}
+		count[f]++
+	}
+	for i, f := range names {
+		if n := count[f]; n > 1 {
+			names[i] = fmt.Sprintf("%s ×%d", f, n)
+		}
+	}
+	return strings.Join(names, ", ")
 }

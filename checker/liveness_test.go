@@ -2,6 +2,7 @@ package checker
 
 import (
 	"context"
+	"slices"
 	"testing"
 
 	"github.com/shardtest/shardtest/history"
@@ -111,5 +112,42 @@ func TestLiveness(t *testing.T) {
 				t.Fatalf("verdict %s, want %s: %s %v", r.Verdict, tt.want, r.Summary, r.Evidence)
 			}
 		})
+	}
+}
+
+// TestLivenessNamesTheFaultsItLeansOn: each window that excused operations
+// names the faults that opened it (overlapping ones merged, each once with
+// its count), and a node's leave names the node and its fault.
+func TestLivenessNamesTheFaultsItLeansOn(t *testing.T) {
+	const R = "register/r1"
+	const s = int64(1e9)
+	nem := func(b *hb, tm int64, f, action, targets string) *hb {
+		return b.add(history.Op{Time: tm, Kind: history.Nemesis, Process: -1, F: f,
+			Value: []byte(`{"action":"` + action + `","began":` + itoa(int(tm-1)) + targets + `}`)})
+	}
+	b := nem(&hb{}, 1*s, "kill:one", "inject", "")
+	b = nem(b, 2*s, "kill:one", "heal", "")
+	b = nem(b, 3*s, "partition:halves", "inject", "")
+	b = nem(b, 4*s, "partition:halves", "heal", "")
+	b = nem(b, 5*s, "kill:one", "inject", "")
+	b = nem(b, 6*s, "kill:one", "heal", "")
+	b = b.inv(7*s, 1, "read", R, "").info(12*s, 1)
+	b = b.inv(8*s, 1, "read", R, "").info(13*s, 1)
+	b = nem(b, 100*s, "member:leave-one", "inject", `,"targets":{"targets":["n1"],"how":"one"}`)
+	b = b.inv(101*s, 0, "read", R, "").info(102*s, 0)
+	b = nem(b, 110*s, "member:leave-one", "heal", `,"targets":{"targets":["n1"],"how":"one"}`)
+	b = b.inv(111*s, 1, "read", R, "").ok(112*s, 1, `{}`)
+	r := Liveness{}.Check(context.Background(), b.file(), Inputs{})
+	if r.Verdict != Valid {
+		t.Fatalf("verdict %s: %s %v", r.Verdict, r.Summary, r.Evidence)
+	}
+	want := []string{
+		"2 operations excused from 1.000 s to 36.000 s (grace included) by kill:one ×2, partition:halves",
+		"1 operations sent to n1 excused from 100.000 s to 110.000 s while it left (member:leave-one)",
+	}
+	for _, w := range want {
+		if !slices.Contains(r.Evidence, w) {
+			t.Errorf("evidence lacks %q: %q", w, r.Evidence)
+		}
 	}
 }
