@@ -336,7 +336,7 @@ func TestRunnerHealsEverything(t *testing.T) {
 			fc := newFake(5)
 			var mu sync.Mutex
 			var events []Event
-			r := &Runner{Env: &Env{Cluster: fc}, Faults: mustParse(t, tt.spec), Record: func(e Event) {
+			r := &Runner{Env: &Env{Cluster: fc, Capabilities: []string{"journal"}}, Faults: mustParse(t, tt.spec), Record: func(e Event) {
 				mu.Lock()
 				defer mu.Unlock()
 				events = append(events, e)
@@ -403,7 +403,7 @@ func TestRunnerRecordsFailures(t *testing.T) {
 }
 
 func TestRunnerCheck(t *testing.T) {
-	roles := []string{"age", "coordinator", "singleton"}
+	roles := []string{"age", "coordinator", "singleton", "journal"}
 	tests := []struct {
 		spec        string
 		caps        []string
@@ -419,8 +419,13 @@ func TestRunnerCheck(t *testing.T) {
 		// No age, no coordinator, no singleton: the faults aimed at them
 		// are left out up front.
 		{"kill,pause", nil, false, 6, 5},
-		{"partition", nil, false, 6, 4},
+		{"partition", nil, false, 5, 5},       // journal-cut too: no journal capability
 		{"kill:coordinator", nil, true, 0, 0}, // named in full: refused
+		// Journal faults only for an implementation that keeps state in
+		// the journal: one that does not could not be touched by them.
+		{"partition:journal-cut", []string{"age"}, true, 0, 0},
+		{"kill:journal", []string{"age"}, true, 0, 0},
+		{"kill:journal", []string{"journal"}, false, 1, 0},
 	}
 	for _, tt := range tests {
 		t.Run(fmt.Sprint(tt.spec, tt.caps), func(t *testing.T) {

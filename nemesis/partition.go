@@ -207,7 +207,7 @@ func partitionFaults() []Fault {
 		out = append(out, Fault{
 			Name:  "partition:" + s.name,
 			Doc:   "partition: " + s.doc,
-			check: all(canPartition(s.name == "journal-cut"), atLeast(s.min), roleNeeds(s.role)),
+			check: all(canPartition(s.name == "journal-cut"), journalNeeds(s.name == "journal-cut"), atLeast(s.min), roleNeeds(s.role)),
 			inject: func(ctx context.Context, env *Env, rng *rand.Rand) (*Active, error) {
 				target, role := "", s.role
 				how, _ := ctx.Value(targetKey{}).(string)

@@ -71,18 +71,27 @@ const (
 	CapLeave = "leave"
 	// CapDown: POST /v1/admin/down (an operator downs a member).
 	CapDown = "down"
+	// CapJournal: the implementation keeps state in the harness's journal
+	// (SHARDTEST_JOURNAL), so faults on the journal (journal-cut,
+	// kill:journal) can affect it; without it they are not drawn. No
+	// endpoint of its own (revision 4).
+	CapJournal = "journal"
 )
 
 // AllCapabilities lists every capability of shardtest/1, membership first.
 func AllCapabilities() []string {
 	return []string{CapMembership, CapAge, CapSingleton, CapSharding, CapTell, CapCoordinator,
-		CapEvents, CapClock, CapFilter, CapLeave, CapDown}
+		CapEvents, CapClock, CapFilter, CapLeave, CapDown, CapJournal}
 }
 
 // Capabilities is GET /v1/capabilities: what the implementation offers.
 type Capabilities struct {
 	ServedBy ServedBy `json:"served_by"`
 	Protocol string   `json:"protocol"`
+	// Revision, if given, is the revision of shardtest/1 the
+	// implementation was written for (Revisions); conform then labels the
+	// rules that arrived after it. 0: not said.
+	Revision int `json:"revision,omitempty"`
 	// Implementation names the implementation (for reports).
 	Implementation string `json:"implementation"`
 	// Capabilities the harness may use.

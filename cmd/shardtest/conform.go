@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"github.com/shardtest/shardtest/harness/conform"
 	"github.com/shardtest/shardtest/harness/report"
 	"github.com/shardtest/shardtest/harness/run"
+	"github.com/shardtest/shardtest/protocol"
 )
 
 func newConformCmd() *cobra.Command {
@@ -158,14 +160,26 @@ func printConform(w io.Writer, rep conform.Report) {
 	if impl == "" {
 		impl = "(capabilities unreadable)"
 	}
+	yours := strconv.Itoa(rep.Revision)
+	if rep.Revision == 0 {
+		yours = "not said"
+	}
 	fmt.Fprintf(w, "conform: %s on %d nodes, capabilities %s\n", impl, rep.Nodes, strings.Join(rep.Capabilities, ", "))
+	fmt.Fprintf(w, "%s revision: yours %s, this harness's %d (docs/protocol.md, Changes within shardtest/1)\n", protocol.Version, yours, rep.Current)
 	for _, r := range rep.Results {
-		fmt.Fprintf(w, "  %-4s %-28s %s (%s)\n", strings.ToUpper(string(r.Verdict)), r.Rule, r.Doc, r.Section)
+		fmt.Fprintf(w, "  %-4s %-28s %s (%s; since revision %d)\n", strings.ToUpper(string(r.Verdict)), r.Rule, r.Doc, r.Section, r.Since)
+		if r.New {
+			fmt.Fprintf(w, "       NEW SINCE YOUR REVISION %d: this rule arrived in revision %d\n", rep.Revision, r.Since)
+		}
 		if r.Detail != "" {
 			fmt.Fprintf(w, "       %s\n", r.Detail)
 		}
 	}
-	fmt.Fprintf(w, "%d passed, %d failed, %d skipped (%v)\n", rep.Passed, rep.Failed, rep.Skipped, rep.Took.Round(100*time.Millisecond))
+	tally := fmt.Sprintf("%d passed, %d failed, %d skipped", rep.Passed, rep.Failed, rep.Skipped)
+	if n := rep.NewFailed(); n > 0 {
+		tally += fmt.Sprintf(" (%d of the failed are new since your revision %d)", n, rep.Revision)
+	}
+	fmt.Fprintf(w, "%s (%v)\n", tally, rep.Took.Round(100*time.Millisecond))
 }
 
 // conformCases are the rules as JUnit cases: a failed rule is a
@@ -179,6 +193,9 @@ func conformCases(rep conform.Report) []report.Case {
 			c.Failure, c.Text = r.Detail, r.Detail
 			if c.Failure == "" {
 				c.Failure = "failed"
+			}
+			if r.New {
+				c.Failure = fmt.Sprintf("new since your revision %d (arrived in revision %d): %s", rep.Revision, r.Since, c.Failure)
 			}
 		case conform.Skip:
 			c.Skipped = r.Detail

@@ -51,6 +51,9 @@ type Rule struct {
 	Section string
 	// Needs are the capabilities it applies to (all must be declared).
 	Needs []string
+	// Since is the revision of shardtest/1 (protocol.Revisions) that
+	// introduced what the rule demands now.
+	Since int
 	check func(ctx context.Context, s *session) error
 }
 
@@ -61,14 +64,23 @@ type Result struct {
 	Section string  `json:"section"`
 	Verdict Verdict `json:"verdict"`
 	Detail  string  `json:"detail,omitempty"`
+	// Since is the revision that introduced the rule's demand; New marks
+	// a failed rule that arrived after the revision the implementation
+	// says it was written for (still a failure).
+	Since int  `json:"since"`
+	New   bool `json:"new_since_your_revision,omitempty"`
 }
 
 // Report is a conform run.
 type Report struct {
 	Implementation string   `json:"implementation"`
 	Capabilities   []string `json:"capabilities"`
-	Nodes          int      `json:"nodes"`
-	Results        []Result `json:"results"`
+	// Revision is the revision the implementation says it was written
+	// for (0: not said); Current is the harness's.
+	Revision int      `json:"revision,omitempty"`
+	Current  int      `json:"current_revision"`
+	Nodes    int      `json:"nodes"`
+	Results  []Result `json:"results"`
 	Tally
 }
 
@@ -113,15 +125,16 @@ const AnswerLimit = 10 * time.Second
 func Run(ctx context.Context, nodes []Node) Report {
 	start := time.Now()
 	s := newSession(nodes)
-	rep := Report{Nodes: len(nodes)}
+	rep := Report{Nodes: len(nodes), Current: protocol.Revision}
 	if len(nodes) == 0 {
 		rep.Results = append(rep.Results, Result{Rule: "nodes", Doc: "a cluster to check", Verdict: Fail, Detail: "no node given"})
 		rep.Failed = 1
 		return rep
 	}
 	rep.Implementation, rep.Capabilities = s.readCapabilities(ctx)
+	rep.Revision = s.caps.Revision
 	for _, r := range Rules() {
-		res := Result{Rule: r.Name, Doc: r.Doc, Section: r.Section}
+		res := Result{Rule: r.Name, Doc: r.Doc, Section: r.Section, Since: r.Since}
 		var missing []string
 		for _, c := range r.Needs {
 			if !s.caps.Has(c) {
@@ -143,11 +156,29 @@ func Run(ctx context.Context, nodes []Node) Report {
 				res.Verdict, res.Detail = Fail, err.Error()
 			}
 		}
+		res.New = res.Verdict == Fail && newSince(r.Since, rep.Revision)
 		rep.count(res.Verdict)
 		rep.Results = append(rep.Results, res)
 	}
 	rep.Took = time.Since(start)
 	return rep
+}
+
+// newSince reports whether a rule introduced in revision since is newer
+// than the revision an implementation says it was written for (0: not
+// said, so nothing is labelled new).
+func newSince(since, yours int) bool { return yours > 0 && since > yours }
+
+// NewFailed counts the failed rules that are new since the
+// implementation's revision.
+func (r Report) NewFailed() int {
+	n := 0
+	for _, res := range r.Results {
+		if res.New {
+			n++
+		}
+	}
+	return n
 }
 
 // readCapabilities asks the first node what it declares, for the rules

@@ -35,6 +35,7 @@ type fakeCluster struct {
 	// by then (the probes' slow client).
 	headerTimeout time.Duration
 	servers       []*httptest.Server
+	revision      int // the revision the capabilities name
 }
 
 func (f *fakeCluster) start(t *testing.T, n int, wrap func(i int, h http.Handler) http.Handler) []Node {
@@ -61,6 +62,7 @@ func (f *fakeCluster) start(t *testing.T, n int, wrap func(i int, h http.Handler
 		incs := map[string]string{}
 		kn := &kit.Node{
 			Implementation: "fake",
+			Revision:       f.revision,
 			Name:           name,
 			Incarnation:    func() string { return "inc" },
 			View: func() kit.View {
@@ -375,5 +377,73 @@ func TestConformReferenceNode(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A failed rule newer than the revision the implementation names is
+// labelled new since that revision (and still fails); one it already had,
+// or with no revision named, is not; a revision the harness does not know
+// fails the capabilities rule.
+func TestConformLabelsRulesNewSinceYourRevision(t *testing.T) {
+	tests := []struct {
+		revision  int
+		wantNew   bool
+		badRevErr bool
+	}{
+		{revision: 0},
+		{revision: 2, wantNew: true},
+		{revision: 3},
+		{revision: protocol.Revision},
+		{revision: protocol.Revision + 1, badRevErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprint("revision ", tt.revision), func(t *testing.T) {
+			t.Parallel()
+			f := &fakeCluster{revision: tt.revision}
+			rep := Run(context.Background(), f.start(t, 2, func(_ int, h http.Handler) http.Handler { return reencoding(h) }))
+			got := verdicts(rep)
+			r := got["lone-surrogates-refused"]
+			if r.Verdict != Fail || r.Since != 3 {
+				t.Fatalf("lone-surrogates-refused: %+v, want failed, since revision 3", r)
+			}
+			if r.New != tt.wantNew {
+				t.Errorf("new since your revision: %v, want %v", r.New, tt.wantNew)
+			}
+			if want := map[bool]int{true: 1}[tt.wantNew]; rep.NewFailed() != want {
+				t.Errorf("%d failed rules new since your revision, want %d", rep.NewFailed(), want)
+			}
+			if rep.Revision != tt.revision || rep.Current != protocol.Revision {
+				t.Errorf("report revisions %d (current %d), want %d (%d)", rep.Revision, rep.Current, tt.revision, protocol.Revision)
+			}
+			if c := got["capabilities"]; (c.Verdict == Fail) != tt.badRevErr {
+				t.Errorf("capabilities: %s %q", c.Verdict, c.Detail)
+			}
+		})
+	}
+}
+
+// Every rule names a revision that exists, and docs/protocol.md lists
+// every revision with its date.
+func TestRulesNameTheirRevision(t *testing.T) {
+	for _, r := range Rules() {
+		if r.Since < 1 || r.Since > protocol.Revision {
+			t.Errorf("rule %s: since revision %d, want 1..%d", r.Name, r.Since, protocol.Revision)
+		}
+	}
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "protocol.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	revs := protocol.Revisions()
+	if last := revs[len(revs)-1].Revision; last != protocol.Revision {
+		t.Fatalf("the last revision listed is %d, Revision is %d", last, protocol.Revision)
+	}
+	for i, rv := range revs {
+		if rv.Revision != i+1 {
+			t.Errorf("revision %d listed as number %d", i+1, rv.Revision)
+		}
+		if h := fmt.Sprintf("### Revision %d (%s)", rv.Revision, rv.Date); !strings.Contains(string(doc), h) {
+			t.Errorf("docs/protocol.md has no heading %q", h)
+		}
 	}
 }

@@ -740,6 +740,7 @@ func (s *simRun) linkDelay() time.Duration {
 func (s *simRun) kitNode(n *nodes.Node) *kit.Node {
 	return &kit.Node{
 		Implementation: node.Implementation,
+		Revision:       protocol.Revision,
 		Name:           n.Name,
 		Incarnation: func() string {
 			if m, ok := n.Member(); ok {
@@ -821,6 +822,7 @@ func (s *simRun) kitNode(n *nodes.Node) *kit.Node {
 			}
 			return uid, node.DownError(s.c.DownNow(n.Name, uid))
 		},
+		Journal: true,
 		Tell: func(_ context.Context, req protocol.EntityRequest) error {
 			if !s.c.Tell(n.Name, req.Type, sharding.Message{EntityID: req.ID, Op: req.Op, Payload: req.Payload, Sender: req.Sender}) {
 				return kit.Errorf(protocol.CodeDropped, "fire-and-forget queue of this sender is full")

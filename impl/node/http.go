@@ -35,6 +35,7 @@ const Implementation = "shardtest-reference"
 func (n *Node) protocolNode() *kit.Node {
 	return &kit.Node{
 		Implementation:  Implementation,
+		Revision:        protocol.Revision,
 		Name:            n.cfg.Name,
 		Incarnation:     n.incarnationID,
 		View:            n.view,
@@ -53,6 +54,7 @@ func (n *Node) protocolNode() *kit.Node {
 		Filter:          filterControl{n},
 		Leave:           func(context.Context) error { return n.Leave() },
 		Down:            n.down,
+		Journal:         true,
 		Bugs:            KnownBugs(),
 		Without:         n.cfg.WithoutCapabilities,
 		Detail:          n.statusDetail,

@@ -10,7 +10,8 @@ import (
 
 // node is the peer's part of shardtest/1, filled into the kit: membership,
 // sharding (the register type, routed by protoactor's cluster request API
-// to the grain wherever disthash places it) and events. Nothing else is
+// to the grain wherever disthash places it), events, and journal (the
+// grains keep their events there). Nothing else is
 // declared: protoactor has no member age, no coordinator or singleton, and
 // the peer implements no leave, down, clock or filter.
 func (p *peer) node() *kit.Node {
@@ -24,6 +25,7 @@ func (p *peer) node() *kit.Node {
 		EntityTypes:    []string{protocol.TypeRegister},
 		ShardingStatus: p.acts.status,
 		Events:         p.events,
+		Journal:        true,
 		Detail:         p.detail,
 		Log:            p.log,
 	}

@@ -31,6 +31,11 @@ import (
 type Node struct {
 	// Implementation names the implementation (GET /v1/capabilities).
 	Implementation string
+	// Revision is the revision of shardtest/1 the implementation was
+	// written for (protocol.Revisions; 0: not said). Write the number
+	// itself, not protocol.Revision: after an upgrade of this module,
+	// conform then labels the rules that are new to you.
+	Revision int
 	// Name is the node name (Config.Name).
 	Name string
 	// Incarnation returns the current incarnation: new at every process
@@ -77,6 +82,10 @@ type Node struct {
 	// returns its uid (capability down).
 	Leave func(ctx context.Context) error
 	Down  func(ctx context.Context, member string) (string, error)
+	// Journal: the node keeps state in the harness's journal
+	// (SHARDTEST_JOURNAL; capability journal), so the harness may cut it
+	// off from the journal or kill the journal.
+	Journal bool
 
 	// Bugs are the deliberate bugs SHARDTEST_BUGS can switch on.
 	Bugs []string
@@ -148,6 +157,7 @@ func (n *Node) capabilities() []string {
 		protocol.CapFilter:      n.Filter != nil,
 		protocol.CapLeave:       n.Leave != nil,
 		protocol.CapDown:        n.Down != nil,
+		protocol.CapJournal:     n.Journal,
 	}
 	var out []string
 	for _, c := range protocol.AllCapabilities() {
@@ -319,7 +329,7 @@ func (n *Node) serveHealth(w http.ResponseWriter, r *http.Request) error {
 
 func (n *Node) serveCapabilities(w http.ResponseWriter, r *http.Request) error {
 	c := protocol.Capabilities{
-		ServedBy: n.ServedBy(), Protocol: protocol.Version, Implementation: n.Implementation,
+		ServedBy: n.ServedBy(), Protocol: protocol.Version, Revision: n.Revision, Implementation: n.Implementation,
 		Capabilities: n.Capabilities(), Singletons: []string{}, EntityTypes: []string{}, Bugs: []string{},
 	}
 	if n.has(protocol.CapSingleton) {

@@ -27,6 +27,7 @@ func main() {
 	registers := map[string]*int64{}
 	node := &kit.Node{
 		Implementation: "minimal",
+		Revision:       4, // the shardtest/1 revision this was written for
 		Name:           cfg.Name,
 		Incarnation:    func() string { return inc },
 		View:           func() kit.View { return kit.View{Self: self, Members: []protocol.Member{self}} },
