@@ -19,6 +19,7 @@ const requestTimeout = 4 * time.Second
 func (p *peer) node() *kit.Node {
 	return &kit.Node{
 		Implementation:  Implementation,
+		Revision:        4, // shardtest/1 revision 4 (docs/protocol.md)
 		Name:            p.set.Name,
 		Incarnation:     p.incarnation,
 		View:            p.members.view,

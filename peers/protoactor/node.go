@@ -17,6 +17,7 @@ import (
 func (p *peer) node() *kit.Node {
 	return &kit.Node{
 		Implementation: Implementation,
+		Revision:       4, // shardtest/1 revision 4 (docs/protocol.md)
 		Name:           p.set.Name,
 		Incarnation:    func() string { return p.system.ID },
 		View:           p.members.view,
