@@ -267,6 +267,10 @@ type Node struct {
 	// backlog, in order, and runs when it resumes.
 	paused  bool
 	backlog []waiting
+	// reading: the gossip the node's reader has taken but not yet handled
+	// (after a pause), one message a step; reads: a step of it is due.
+	reading []func()
+	reads   bool
 	// ticking: the kinds of periodic work waiting in backlog, so that a
 	// long pause leaves one tick of each, as a Go ticker does.
 	ticking map[string]bool
@@ -359,6 +363,10 @@ func (n *Node) Status() cluster.Status {
 // kindGossip (what the node's reader takes, in order).
 func (n *Node) run(kind string, f func()) {
 	if !n.paused {
+		if kind == kindGossip && len(n.reading) > 0 {
+			n.reading = append(n.reading, f) // behind what the reader holds
+			return
+		}
 		f()
 		return
 	}
@@ -415,7 +423,7 @@ func (n *Node) startProcess() {
 	n.process++
 	n.seq = 0
 	n.restarted, n.prev = false, nil
-	n.paused, n.backlog, n.ticking = false, nil, map[string]bool{}
+	n.paused, n.backlog, n.reading, n.ticking = false, nil, nil, map[string]bool{}
 	n.entityStarts = 0
 	n.clock = clock.On(worldTime{n.c})
 	n.emit(protocol.Event{Type: protocol.EventNodeStarted, Detail: "http " + n.Name + ":8080"})
@@ -488,7 +496,7 @@ func (c *Cluster) Kill(name string) {
 	n.inc.stop()
 	n.process++ // what the killed process had scheduled finds it gone
 	n.inc = nil
-	n.paused, n.backlog = false, nil
+	n.paused, n.backlog, n.reading = false, nil, nil
 	c.Net.Close(n.addr)
 }
 
@@ -525,27 +533,38 @@ func (c *Cluster) Resume(name string) {
 	// process's goroutines (the one reading datagrams and pushes, in the
 	// order they came; each serving a request that waited in its
 	// sockets) all wake at once and race.
-	var gossip []func()
 	for _, w := range backlog {
 		if w.group == kindGossip {
-			gossip = append(gossip, w.f)
+			n.reading = append(n.reading, w.f)
 			continue
 		}
 		c.World.After(0, func() { n.run("", w.f) })
 	}
-	if len(gossip) > 0 {
-		c.World.After(0, func() {
-			for i, f := range gossip {
-				if n.paused {
-					for _, g := range gossip[i:] {
-						n.backlog = append(n.backlog, waiting{group: kindGossip, f: g})
-					}
-					return
-				}
-				f()
-			}
-		})
+	n.read()
+}
+
+// read has the node's reader handle what it holds, one message a step, in
+// the order it came: a real reader handles a datagram or a push at a time
+// while the thawed request goroutines run beside it, so each message races
+// with them. (All of it in one step, as before, the down notices always
+// came before any request that drew a later turn than the first message:
+// pause-oldest's thawed singleton served less often than a real one.)
+func (n *Node) read() {
+	if n.reads || len(n.reading) == 0 {
+		return
 	}
+	n.reads = true
+	process := n.process
+	n.c.World.After(0, func() {
+		n.reads = false
+		if n.paused || n.process != process || len(n.reading) == 0 {
+			return // paused again: Resume goes on; killed: it is gone
+		}
+		f := n.reading[0]
+		n.reading = n.reading[1:]
+		f()
+		n.read()
+	})
 }
 
 // Partition cuts every direction between nodes of different sides (node
