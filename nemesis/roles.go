@@ -42,20 +42,9 @@ func roleNeeds(how string) func(env *Env) error {
 	case RoleSingleton:
 		return needs(protocol.CapSingleton)
 	case journalName:
-		return journalNeeds(true)
+		return needs(protocol.CapJournal)
 	}
 	return func(*Env) error { return nil }
-}
-
-// journalNeeds is the check of a fault on the journal (journal-cut,
-// kill:journal): the implementation must say it keeps state there
-// (capability journal). Against one that does not, the fault could not
-// touch it, yet its window would excuse every timeout: it is not drawn.
-func journalNeeds(onJournal bool) func(env *Env) error {
-	if !onJournal {
-		return func(*Env) error { return nil }
-	}
-	return needs(protocol.CapJournal)
 }
 
 // targetKey carries a step's Target through the context to pick.

@@ -546,9 +546,7 @@ func (c *Cluster) Resume(name string) {
 // read has the node's reader handle what it holds, one message a step, in
 // the order it came: a real reader handles a datagram or a push at a time
 // while the thawed request goroutines run beside it, so each message races
-// with them. (All of it in one step, as before, the down notices always
-// came before any request that drew a later turn than the first message:
-// pause-oldest's thawed singleton served less often than a real one.)
+// with them (before, all of it ran in one step).
 func (n *Node) read() {
 	if n.reads || len(n.reading) == 0 {
 		return
