@@ -29,7 +29,7 @@ func newBenchCmd() *cobra.Command {
 yardstick and the real thing in the same command, and prints their ratios as
 its last line. Figures are ratios, so they compare across machines.`,
 	}
-	cmd.AddCommand(newBenchCheckCmd(), newBenchBaselineCmd(), newBenchRouteCmd(), newBenchRelayCmd(), newBenchEchoCmd(), newBenchExploreCmd(), newBenchRunCmd(), newBenchSimCmd())
+	cmd.AddCommand(newBenchCheckCmd(), newBenchBaselineCmd(), newBenchRouteCmd(), newBenchRelayCmd(), newBenchEchoCmd(), newBenchExploreCmd(), newBenchRunCmd(), newBenchSimCmd(), newBenchClusterCmd(), newBenchLoadCmd(), newBenchEntitiesCmd())
 	return cmd
 }
 

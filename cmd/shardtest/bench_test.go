@@ -70,3 +70,25 @@ func TestBenchCheckRefusesBadInput(t *testing.T) {
 		}
 	}
 }
+
+// bench cluster, load and entities refuse what they cannot measure with
+// before they start a cluster (exit status 3).
+func TestBenchScaleRefusesBadInput(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"bench", "cluster", "--nodes", "1"}, "--nodes 1"},
+		{[]string{"bench", "cluster", "--repeat", "0"}, "--repeat 0"},
+		{[]string{"bench", "cluster", "--idle", "10ms"}, "--idle 10ms"},
+		{[]string{"bench", "load", "--concurrency", "0"}, "--concurrency 0"},
+		{[]string{"bench", "load", "--window", "1ms"}, "--window 1ms"},
+		{[]string{"bench", "entities", "--passivate-after", "1m", "--rest", "2m"}, "must exceed --rest"},
+		{[]string{"bench", "entities", "--entities", "0"}, "--entities 0"},
+	} {
+		out, code := runCmd(t, tt.args...)
+		if code != exitCannotRun || !strings.Contains(out, tt.want) {
+			t.Errorf("%v: exit %d, want %d mentioning %q; output:\n%s", tt.args, code, exitCannotRun, tt.want, out)
+		}
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -434,10 +435,7 @@ func (t *Test) runCluster(ctx context.Context, o Options, dir string, start time
 		o.NodeImage = im.Image()
 	}
 	nodes := cl.Nodes()
-	clients := make([]*client.Client, len(nodes))
-	for i, n := range nodes {
-		clients[i] = client.New(n.HTTPAddr, nil)
-	}
+	clients := workerClients(nodes, o.Concurrency)
 	caps, err := checkCapability(ctx, clients[0], t.Workload)
 	// Now that they are known, record the image the nodes run from and
 	// what they declare (the checkers that apply follow from it), also
@@ -484,7 +482,7 @@ func (t *Test) runCluster(ctx context.Context, o Options, dir string, start time
 		}
 		lastHeal = time.Now()
 	}()
-	touched := t.drive(mctx, hw, nodes, clients, caps)
+	touched := t.drive(mctx, hw, nodes, clients, caps, nil)
 	<-nemDone // every fault healed
 	var recovery []byte
 	if nem != nil && ctx.Err() == nil {
@@ -508,9 +506,39 @@ func (t *Test) runCluster(ctx context.Context, o Options, dir string, start time
 	return o, nil
 }
 
-// drive runs the workers for the time limit and returns the entities
-// touched.
-func (t *Test) drive(mctx context.Context, hw *history.Writer, nodes []Node, clients []*client.Client, caps protocol.Capabilities) []string {
+// Drive runs the test's workers against nodes until ctx ends, recording
+// every operation into hw as a run's main phase does (without faults, and
+// without the capabilities a run reads first: no tell operations). A nil
+// hw records nothing: the same workers, operations and pacing, the
+// yardstick of shardtest bench load. took, if not nil, is told each
+// operation's outcome (history.OK, Fail, Info) and time as its worker saw
+// it (recording included), from that worker's goroutine.
+func (t *Test) Drive(ctx context.Context, hw *history.Writer, nodes []Node, took func(worker int, kind string, d time.Duration)) {
+	clients := workerClients(nodes, t.Options.Concurrency)
+	t.drive(ctx, hw, nodes, clients, protocol.Capabilities{}, took)
+}
+
+// workerClients are the workers' clients of the nodes. They share one
+// transport that keeps a connection open for every worker on every node:
+// net/http's default keeps two per host, so with more workers than that
+// each operation beyond the second opened and closed a connection (tens
+// of thousands of sockets in TIME_WAIT a minute, CPU on both sides, and
+// the harness looked like the limit: docs/performance.md, Load).
+func workerClients(nodes []Node, workers int) []*client.Client {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConnsPerHost = max(workers, 2) + 2 // + the final phase's and the pollers' odd request
+	tr.MaxIdleConns = tr.MaxIdleConnsPerHost * max(len(nodes), 1)
+	hc := &http.Client{Transport: tr}
+	clients := make([]*client.Client, len(nodes))
+	for i, n := range nodes {
+		clients[i] = client.New(n.HTTPAddr, hc)
+	}
+	return clients
+}
+
+// drive runs the workers until mctx ends (the main phase's time limit)
+// and returns the entities touched.
+func (t *Test) drive(mctx context.Context, hw *history.Writer, nodes []Node, clients []*client.Client, caps protocol.Capabilities, took func(worker int, kind string, d time.Duration)) []string {
 	o := t.Options
 	var (
 		mu      sync.Mutex
@@ -541,9 +569,16 @@ func (t *Test) drive(mctx context.Context, hw *history.Writer, nodes []Node, cli
 				}
 				op := gen()
 				ni := (w + i) % len(nodes)
+				var start time.Time
+				if took != nil {
+					start = time.Now()
+				}
 				kind := t.perform(mctx, hw, w, nodes[ni], clients[ni], op)
 				if kind == "" {
 					return
+				}
+				if took != nil {
+					took(w, kind, time.Since(start))
 				}
 				counts[kindIndex(kind)].Add(1)
 				if kind != history.OK {
@@ -601,20 +636,25 @@ func kindIndex(kind string) int {
 	return 2
 }
 
-// perform records an invocation, performs it and records its completion;
-// it returns the completion's kind, or "" if ctx ended before it started.
+// perform records an invocation, performs it and records its completion
+// (into hw, unless nil); it returns the completion's kind, or "" if ctx
+// ended before it started.
 func (t *Test) perform(ctx context.Context, hw *history.Writer, process int, n Node, c *client.Client, op workloads.Op) string {
 	if ctx.Err() != nil {
 		return ""
 	}
-	hw.Write(history.Op{Kind: history.Invoke, Process: process, F: op.F, Entity: op.Entity, Node: n.Name, Value: op.Value})
+	if hw != nil {
+		hw.Write(history.Op{Kind: history.Invoke, Process: process, F: op.F, Entity: op.Entity, Node: n.Name, Value: op.Value})
+	}
 	// The operation gets its own timeout, not the phase's: an operation in
 	// flight when the phase ends still completes (or times out) normally.
 	octx, cancel := context.WithTimeout(context.WithoutCancel(ctx), t.Options.OpTimeout)
 	result, reply, err := t.Workload.Invoke(octx, c, op)
 	cancel()
 	done := completion(process, op, n.Name, result, reply, err)
-	hw.Write(done)
+	if hw != nil {
+		hw.Write(done)
+	}
 	return done.Kind
 }
 
@@ -925,28 +965,43 @@ func (t *Test) recover(ctx context.Context, nodes []Node, clients []*client.Clie
 // converged returns "" if every node is ready and sees all nodes up and
 // reachable, or else why not.
 func converged(ctx context.Context, nodes []Node, clients []*client.Client) string {
+	names := make([]string, len(nodes))
+	for i, n := range nodes {
+		names[i] = n.Name
+	}
 	for i, c := range clients {
 		sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		st, err := c.Status(sctx)
 		cancel()
-		switch {
-		case err != nil:
+		if err != nil {
 			return fmt.Sprintf("%s: %v", nodes[i].Name, err)
-		case !st.Ready:
-			return fmt.Sprintf("%s is not ready (%s)", nodes[i].Name, st.Self.Status)
-		case len(st.Unreachable) > 0:
-			return fmt.Sprintf("%s cannot reach %v", nodes[i].Name, st.Unreachable)
 		}
-		up := map[string]bool{}
-		for _, m := range st.Members {
-			if m.Status == "up" {
-				up[m.Name] = true
-			}
+		if why := ViewConverged(st, names); why != "" {
+			return nodes[i].Name + " " + why
 		}
-		for _, n := range nodes {
-			if !up[n.Name] {
-				return fmt.Sprintf("%s does not count %s as up", nodes[i].Name, n.Name)
-			}
+	}
+	return ""
+}
+
+// ViewConverged returns "" if a node's status shows it converged with the
+// named nodes: it is ready, reaches every member, and counts each named
+// node as up; else why not (a phrase whose subject is the node).
+func ViewConverged(st protocol.Status, names []string) string {
+	switch {
+	case !st.Ready:
+		return fmt.Sprintf("is not ready (%s)", st.Self.Status)
+	case len(st.Unreachable) > 0:
+		return fmt.Sprintf("cannot reach %v", st.Unreachable)
+	}
+	up := map[string]bool{}
+	for _, m := range st.Members {
+		if m.Status == protocol.StatusUp {
+			up[m.Name] = true
+		}
+	}
+	for _, n := range names {
+		if !up[n] {
+			return fmt.Sprintf("does not count %s as up", n)
 		}
 	}
 	return ""

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"runtime/metrics"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -127,6 +128,35 @@ type Detail struct {
 	// shardtest conform --probe can reach the node-to-node routes as a
 	// stranger or a forging member would.
 	PeerAddr string `json:"peer_addr"`
+	// Memory is the process's Go memory (shardtest bench entities reads
+	// it: what entities cost, without a profiler).
+	Memory MemoryInfo `json:"memory"`
+}
+
+// MemoryInfo is the Go runtime's view of the process's memory.
+type MemoryInfo struct {
+	// HeapLive is the heap the last garbage collection found reachable
+	// (0 before the first); GCCycles counts the collections so far, so a
+	// reader can wait for one after a change; Stacks is the goroutine
+	// stacks' memory; Goroutines how many there are.
+	HeapLive   uint64 `json:"heap_live_bytes"`
+	GCCycles   uint64 `json:"gc_cycles"`
+	Stacks     uint64 `json:"stack_bytes"`
+	Goroutines uint64 `json:"goroutines"`
+}
+
+// readMemory reads MemoryInfo from runtime/metrics (no stop of the world).
+func readMemory() MemoryInfo {
+	s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}, {Name: "/gc/cycles/total:gc-cycles"},
+		{Name: "/memory/classes/heap/stacks:bytes"}, {Name: "/sched/goroutines:goroutines"}}
+	metrics.Read(s)
+	v := func(i int) uint64 {
+		if s[i].Value.Kind() == metrics.KindUint64 {
+			return s[i].Value.Uint64()
+		}
+		return 0
+	}
+	return MemoryInfo{HeapLive: v(0), GCCycles: v(1), Stacks: v(2), Goroutines: v(3)}
 }
 
 // DowningInfo is the split-brain resolver's configuration.
@@ -141,6 +171,7 @@ func (n *Node) statusDetail() any {
 		Downing:  DowningInfo{Strategy: n.cfg.Downing.Strategy, StableAfterMS: n.cfg.Downing.StableAfter.Milliseconds(), QuorumSize: n.cfg.Downing.QuorumSize},
 		Bugs:     append([]string{}, n.cfg.Bugs...),
 		PeerAddr: n.peerAddr,
+		Memory:   readMemory(),
 	}
 	n.mu.Lock()
 	d.Incarnations = n.incarnations

@@ -79,7 +79,7 @@ func (sh *shard) stepLocked(in ShardInput) []RegionEffect {
 		switch e := eff.(type) {
 		case StartEntity:
 			run := &entityRun{}
-			run.ctx, run.cancel = context.WithCancel(context.WithoutCancel(r.ctx))
+			run.ctx, run.cancel = context.WithCancel(r.entityParent)
 			sh.st.Attach(e.Entity, e.Inc, run)
 			later = append(later, entityWork{sh: sh, eff: eff, run: run})
 		case HandleMsg:
