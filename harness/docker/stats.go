@@ -83,10 +83,11 @@ type Rates struct {
 }
 
 // Since is the use from an earlier reading u0 to u; the zero Rates if u is
-// not later.
+// not later, or if a counter went back (the container restarted between
+// them: its counters start again from zero).
 func (u Usage) Since(u0 Usage) Rates {
 	d := u.Read.Sub(u0.Read)
-	if d <= 0 {
+	if d <= 0 || u.CPU < u0.CPU || u.TxBytes < u0.TxBytes || u.RxBytes < u0.RxBytes {
 		return Rates{}
 	}
 	s := d.Seconds()
