@@ -20,7 +20,7 @@ type switchableJournal struct {
 	srv  *httptest.Server
 }
 
-func newSwitchableJournal(t *testing.T) *switchableJournal {
+func newSwitchableJournal(t testing.TB) *switchableJournal {
 	store, err := persistence.Open(filepath.Join(t.TempDir(), "j.db"), persistence.StoreOptions{NoSync: true})
 	if err != nil {
 		t.Fatal(err)

@@ -52,12 +52,14 @@ type entityLog struct {
 	mu      sync.Mutex
 	byID    map[string][]handled
 	stopped map[string]bool // incarnations stopped
+	// startCtx is the context each entity's last factory call got.
+	startCtx map[string]context.Context
 	// gates hold op "block" messages, by their seq, until closed.
 	gates map[int]chan struct{}
 }
 
 func newEntityLog() *entityLog {
-	return &entityLog{byID: map[string][]handled{}, stopped: map[string]bool{}, gates: map[int]chan struct{}{}}
+	return &entityLog{byID: map[string][]handled{}, stopped: map[string]bool{}, startCtx: map[string]context.Context{}, gates: map[int]chan struct{}{}}
 }
 
 // gate is the gate of seq's "block" message.
@@ -265,6 +267,9 @@ func (c *scluster) addNode(name string, upNumber int64) *snode {
 		// stopDelay and stopGate are read at entity start: set them
 		// before starting nodes.
 		d.Factory = func(ctx context.Context, ec EntityContext) (Entity, error) {
+			c.entities.mu.Lock()
+			c.entities.startCtx[ec.EntityID] = ctx
+			c.entities.mu.Unlock()
 			return &testEntity{ec: ec, log: c.entities, stopDelay: c.stopDelay, gate: c.stopGate}, nil
 		}
 	}

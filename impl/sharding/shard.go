@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/shardtest/shardtest/protocol"
 )
@@ -29,12 +30,50 @@ type shard struct {
 }
 
 // entityRun is the driver's part of an incarnation.
+//
+// It holds no context while the entity idles: the factory and Stop each
+// get one of their own, which ends when they return or when the shard
+// stops waiting for the incarnation (forced hand-off). A context kept for
+// the incarnation's lifetime cost an idle entity about 360 of its 860
+// bytes on a node with a remote journal: each timeout the journal client
+// derived from it left behind a children map and a Done channel, which
+// outlive the child (issue 30).
 type entityRun struct {
-	// ctx is the incarnation's lifetime: given to the factory and Stop,
-	// cancelled when the shard stops waiting for it (forced hand-off).
-	ctx    context.Context
-	cancel context.CancelFunc
-	inst   Entity // set once started
+	inst Entity // set once started
+
+	mu       sync.Mutex
+	givenUp  bool               // the shard stopped waiting for it
+	inFlight context.CancelFunc // the start's or stop's context, while it runs
+}
+
+// begin returns the context of the incarnation's start or stop, from
+// parent; end releases it once the action has returned.
+func (run *entityRun) begin(parent context.Context) (ctx context.Context, end func()) {
+	ctx, cancel := context.WithCancel(parent)
+	run.mu.Lock()
+	defer run.mu.Unlock()
+	if run.givenUp {
+		cancel()
+	} else {
+		run.inFlight = cancel
+	}
+	return ctx, func() {
+		run.mu.Lock()
+		run.inFlight = nil
+		run.mu.Unlock()
+		cancel()
+	}
+}
+
+// giveUp ends the action in flight, if any, and the contexts of those to
+// come.
+func (run *entityRun) giveUp() {
+	run.mu.Lock()
+	defer run.mu.Unlock()
+	run.givenUp = true
+	if run.inFlight != nil {
+		run.inFlight()
+	}
 }
 
 func newShard(r *Region, id string) *shard {
@@ -79,7 +118,6 @@ func (sh *shard) stepLocked(in ShardInput) []RegionEffect {
 		switch e := eff.(type) {
 		case StartEntity:
 			run := &entityRun{}
-			run.ctx, run.cancel = context.WithCancel(r.entityParent)
 			sh.st.Attach(e.Entity, e.Inc, run)
 			later = append(later, entityWork{sh: sh, eff: eff, run: run})
 		case HandleMsg:
@@ -92,7 +130,7 @@ func (sh *shard) stepLocked(in ShardInput) []RegionEffect {
 			later = append(later, entityWork{sh: sh, eff: eff, run: run})
 		case CancelEntity:
 			if run, ok := sh.st.Attached(e.Entity, e.Inc).(*entityRun); ok {
-				run.cancel()
+				run.giveUp()
 			}
 		case FailShardMsg:
 			if env := r.envs[e.Msg.ID]; env != nil {
@@ -186,17 +224,17 @@ func (w entityWork) do() ShardInput {
 			Clock: r.d.Clock, Journal: r.d.Journal, Logger: r.log,
 			Passivate: func() { w.sh.step(ShPassivate{Entity: e.Entity, Inc: e.Inc}) },
 		}
-		inst, err := CallFactory(r.d.Factory, w.run.ctx, ec)
+		ctx, end := w.run.begin(r.entityParent)
+		inst, err := CallFactory(r.d.Factory, ctx, ec)
+		end()
 		w.run.inst = inst
-		if err != nil {
-			w.run.cancel()
-		}
 		return ShStarted{Entity: e.Entity, Inc: e.Inc, Err: err}
 	case HandleMsg:
 		return ShHandled{Entity: e.Entity, Inc: e.Inc, Failed: w.handle(e)}
 	case StopEntity:
-		err := CallStop(w.run.inst, w.run.ctx)
-		w.run.cancel()
+		ctx, end := w.run.begin(r.entityParent)
+		err := CallStop(w.run.inst, ctx)
+		end()
 		return ShStopped{Entity: e.Entity, Inc: e.Inc, Err: err}
 	}
 	panic(fmt.Sprintf("sharding: entity action %T", w.eff))
