@@ -30,8 +30,7 @@ as its workers go) for each --nodes and --rate, --repeat times each, and time
 the simulation alone (not the checks): the wall time, and the virtual time
 it covered against it. The last line is the speed-up of the first
 configuration (the median of its repeats): virtual seconds per wall
-second. The simulation runs the idgen, register and append workloads
-(docs/simulation.md).`,
+second. The simulation runs every workload (docs/simulation.md).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if repeat < 1 || len(nodes) == 0 || len(rates) == 0 {
@@ -90,7 +89,7 @@ second. The simulation runs the idgen, register and append workloads
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.Workload, "workload", "register", "workload (the simulation runs idgen, register and append)")
+	f.StringVar(&o.Workload, "workload", "register", "workload: register, append, idgen or deliver")
 	f.IntSliceVar(&nodes, "nodes", []int{3, 5, 9}, "cluster sizes")
 	f.Float64SliceVar(&rates, "rate", []float64{0}, "operations per second in total (0: as fast as the workers go)")
 	f.IntVar(&o.Concurrency, "concurrency", 6, "client workers")

@@ -43,16 +43,16 @@ func TestBenchRouteRefusesBadInput(t *testing.T) {
 	}
 }
 
-// bench sim times simulated runs and ends with the speed-up; it refuses a
-// workload the simulation does not run, before it runs anything.
+// bench sim times simulated runs and ends with the speed-up; it refuses an
+// unknown workload before it runs anything.
 func TestBenchSim(t *testing.T) {
 	out, code := runCmd(t, "bench", "sim", "--repeat", "1", "--nodes", "3,5", "--time-limit", "5s", "--results", t.TempDir())
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	if code != 0 || len(lines) < 4 || !strings.HasPrefix(lines[len(lines)-1], "speed-up (virtual / wall time), 3 nodes") || !strings.HasSuffix(lines[len(lines)-1], "×") {
 		t.Fatalf("exit %d, output:\n%s", code, out)
 	}
-	if out, code := runCmd(t, "bench", "sim", "--workload", "deliver", "--repeat", "1"); code != exitCannotRun || !strings.Contains(out, "register") {
-		t.Fatalf("deliver: exit %d, want %d saying what the simulation runs; output:\n%s", code, exitCannotRun, out)
+	if out, code := runCmd(t, "bench", "sim", "--workload", "nope", "--repeat", "1"); code != exitCannotRun || !strings.Contains(out, "register") {
+		t.Fatalf("an unknown workload: exit %d, want %d naming the workloads; output:\n%s", code, exitCannotRun, out)
 	}
 }
 

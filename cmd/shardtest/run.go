@@ -201,7 +201,7 @@ before could not run before unknown.`,
 // run and explore share; interval is --nemesis-interval's default.
 func testFlags(cmd *cobra.Command, o *run.Options, interval time.Duration) {
 	f := cmd.Flags()
-	f.StringVar(&o.Runtime, "runtime", "docker", "where nodes run: docker, local (child processes on 127.0.0.1) or sim (the reference node in deterministic simulation, virtual time: the idgen, register and append workloads)")
+	f.StringVar(&o.Runtime, "runtime", "docker", "where nodes run: docker, local (child processes on 127.0.0.1) or sim (the reference node in deterministic simulation, virtual time)")
 	f.StringVar(&o.Workload, "workload", "register", "workload: register, append or idgen (shardtest list workloads)")
 	f.IntVar(&o.Nodes, "nodes", 3, "number of nodes")
 	f.IntVar(&o.Concurrency, "concurrency", 6, "client workers")

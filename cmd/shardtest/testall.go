@@ -145,7 +145,7 @@ whenever a run was invalid, else 3, else 2.`,
 func suiteFlags(cmd *cobra.Command, cfg *suite.Config, runtime string) {
 	f := cmd.Flags()
 	f.IntVar(&cfg.Parallel, "parallel", 1, "run up to this many runs at once (each its own cluster; local: each worker its own range of 200 ports from --base-port)")
-	f.StringVar(&cfg.Runtime, "runtime", runtime, "where nodes run: docker, local or sim (deterministic simulation: the scenarios of the idgen, register and append workloads)")
+	f.StringVar(&cfg.Runtime, "runtime", runtime, "where nodes run: docker, local or sim (the reference node in deterministic simulation)")
 	f.StringVar(&cfg.Results, "results", "results", "results root folder")
 	f.StringVar(&cfg.Binary, "binary", "", "docker: static shardtest binary for the reference image (the journal's, and the nodes' without --image)")
 	f.StringVar(&cfg.Image, "image", "", "docker: run the nodes from this image, any implementation of docs/protocol.md (default: the reference node); scenarios it cannot take are skipped")

@@ -43,9 +43,9 @@ import (
 // same bytes.
 //
 // The simulated node runs membership, the ID generator singleton and
-// sharding (regions, shards, coordinators, and the real register and log
-// entities): the idgen, register and append workloads. The sender entity
-// (the deliver workload) is not simulated. Each node has the real node's
+// sharding (regions, shards, coordinators, the real register and log
+// entities, and the sender's decisions and journal driven by the
+// simulation): the idgen, register, append and deliver workloads. Each node has the real node's
 // clock over virtual time, which clock faults skew.
 type Sim struct{}
 
@@ -66,11 +66,13 @@ func (Sim) Start(context.Context, string, int, string) (Cluster, error) {
 }
 
 // SimWorkloads are the workloads the simulation can run so far.
-func SimWorkloads() []string { return []string{"idgen", "register", "append"} }
+func SimWorkloads() []string { return []string{"idgen", "register", "append", "deliver"} }
 
-// simEntityTypes are the entity types a simulated node runs (the reference
-// node's but the sender).
-func simEntityTypes() []string { return []string{protocol.TypeRegister, protocol.TypeLog} }
+// simEntityTypes are the entity types a simulated node runs: the
+// reference node's.
+func simEntityTypes() []string {
+	return []string{protocol.TypeRegister, protocol.TypeLog, protocol.TypeSender}
+}
 
 // simBugs are the deliberate bugs the simulated node has.
 func simBugs() []string {
@@ -80,7 +82,7 @@ func simBugs() []string {
 // checkSim refuses what the simulation cannot run, before any side effect.
 func checkSim(o Options) error {
 	if !slices.Contains(SimWorkloads(), o.Workload) {
-		return fmt.Errorf("%w: the sim runtime simulates the %s workloads (deliver needs the sender entity, which is not simulated)",
+		return fmt.Errorf("%w: the sim runtime simulates the %s workloads",
 			ErrUnsupported, strings.Join(SimWorkloads(), ", "))
 	}
 	if o.Image != "" {
@@ -120,7 +122,9 @@ func simConfig(o Options) (nodes.Config, error) {
 
 // simNodeArgs reads the node arguments the simulated node takes (the
 // reference node's flags of the same names): --bugs, --downing,
-// --stable-after, --auto-down-after, --down-removal-margin.
+// --stable-after, --auto-down-after, --down-removal-margin, --shards,
+// --hand-off-timeout, --rebalance-interval, --passivate-idle-after and
+// --redeliver-interval.
 func simNodeArgs(args []string) (nodes.Config, error) {
 	var cfg nodes.Config
 	fs := flag.NewFlagSet("node", flag.ContinueOnError)
@@ -134,8 +138,9 @@ func simNodeArgs(args []string) (nodes.Config, error) {
 	fs.DurationVar(&cfg.Sharding.HandOffTimeout, "hand-off-timeout", 0, "")
 	fs.DurationVar(&cfg.Sharding.RebalanceInterval, "rebalance-interval", 0, "")
 	fs.DurationVar(&cfg.Sharding.PassivateIdleAfter, "passivate-idle-after", 0, "")
+	fs.DurationVar(&cfg.RedeliverInterval, "redeliver-interval", 0, "")
 	if err := fs.Parse(args); err != nil {
-		return cfg, fmt.Errorf("%w: the sim runtime takes the node arguments --bugs, --downing, --stable-after, --auto-down-after, --down-removal-margin, --shards, --hand-off-timeout, --rebalance-interval and --passivate-idle-after: %w", ErrUnsupported, err)
+		return cfg, fmt.Errorf("%w: the sim runtime takes the node arguments --bugs, --downing, --stable-after, --auto-down-after, --down-removal-margin, --shards, --hand-off-timeout, --rebalance-interval, --passivate-idle-after and --redeliver-interval: %w", ErrUnsupported, err)
 	}
 	if cfg.Sharding.NumberOfShards < 0 {
 		return cfg, fmt.Errorf("node argument --shards %d: want a positive number", cfg.Sharding.NumberOfShards)

@@ -22,11 +22,12 @@ func simOptions(name string) Options {
 }
 
 // TestSimSameSeedSameBytes: a faulty simulated run of the reference node
-// (the ID generator, and sharding with the register workload) is valid,
+// (the ID generator, and sharding with the register workload and with
+// at-least-once senders) is valid,
 // and its options and seed write the same history and node events, byte
 // for byte, each time; another seed writes others.
 func TestSimSameSeedSameBytes(t *testing.T) {
-	for _, workload := range []string{"idgen", "register"} {
+	for _, workload := range []string{"idgen", "register", "deliver"} {
 		t.Run(workload, func(t *testing.T) {
 			w, err := workloads.Named(workload)
 			if err != nil {
@@ -68,16 +69,14 @@ func TestSimSameSeedSameBytes(t *testing.T) {
 	}
 }
 
-// TestSimRefusesWhatItCannotRun: a workload the simulation does not cover
-// (deliver), a node argument, bug or setting it does not take, an image,
-// are refused before any
-// side effect, as unsupported.
+// TestSimRefusesWhatItCannotRun: a node argument, bug or setting the
+// simulation does not take, and an image, are refused before any side
+// effect, as unsupported.
 func TestSimRefusesWhatItCannotRun(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		edit func(o *Options)
 	}{
-		{"deliver", func(o *Options) { o.Workload = "deliver" }},
 		{"node-arg", func(o *Options) { o.NodeArgs = []string{"--heartbeat-interval=1s"} }},
 		{"bug", func(o *Options) { o.NodeArgs = []string{"--bugs=no-such-bug"} }},
 		{"setting", func(o *Options) { o.NodeSettings = map[string]string{"roles": "a"} }},

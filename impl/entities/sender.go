@@ -44,7 +44,8 @@ type SenderOptions struct {
 	RedeliverInterval time.Duration
 }
 
-type senderEvent struct {
+// SenderEvent is a sender's journal event.
+type SenderEvent struct {
 	Kind       string `json:"k"` // "sent" or "confirmed"
 	DeliveryID int64  `json:"d"`
 	To         string `json:"to,omitempty"`
@@ -53,16 +54,160 @@ type senderEvent struct {
 	Dedup      bool   `json:"dd,omitempty"`
 }
 
+// The kinds of SenderEvent.
+const (
+	senderSent      = "sent"
+	senderConfirmed = "confirmed"
+)
+
+// SenderState is a sender's decisions, free of I/O and of time: the
+// delivery id a send gets, what is unconfirmed, and what a redelivery
+// round sends, in which order. The node's sender drives it from a
+// goroutine and a ticker; the simulation (sim/nodes) from its scheduler.
+type SenderState struct {
+	next        int64
+	unconfirmed map[int64]SenderEvent
+}
+
+// NewSenderState is the state of a sender that has sent nothing.
+func NewSenderState() *SenderState {
+	return &SenderState{unconfirmed: map[int64]SenderEvent{}}
+}
+
+// Sent is the event that stores a send of req: the next delivery id.
+func (s *SenderState) Sent(req protocol.SenderSend) SenderEvent {
+	return SenderEvent{Kind: senderSent, DeliveryID: s.next + 1, To: req.To, Client: req.Client, Seq: req.Seq, Dedup: req.Dedup}
+}
+
+// Confirmed is the event that stores the log's confirmation of a delivery.
+func Confirmed(deliveryID int64) SenderEvent {
+	return SenderEvent{Kind: senderConfirmed, DeliveryID: deliveryID}
+}
+
+// Apply applies a stored (or replayed) event.
+func (s *SenderState) Apply(e SenderEvent) error {
+	switch e.Kind {
+	case senderSent:
+		s.unconfirmed[e.DeliveryID] = e
+		s.next = max(s.next, e.DeliveryID)
+	case senderConfirmed:
+		delete(s.unconfirmed, e.DeliveryID)
+	default:
+		return fmt.Errorf("unknown sender event %q", e.Kind)
+	}
+	return nil
+}
+
+// Pending is how many sends are unconfirmed.
+func (s *SenderState) Pending() int { return len(s.unconfirmed) }
+
+// Round is what a redelivery round sends: every unconfirmed message,
+// oldest first. A round stops at the first that is not confirmed, to keep
+// the order.
+func (s *SenderState) Round() []SenderEvent {
+	batch := make([]SenderEvent, 0, len(s.unconfirmed))
+	for _, e := range s.unconfirmed {
+		batch = append(batch, e)
+	}
+	sort.Slice(batch, func(i, j int) bool { return batch[i].DeliveryID < batch[j].DeliveryID })
+	return batch
+}
+
+// Delivery is the log append that delivers e, to an entity of
+// protocol.TypeLog.
+func Delivery(e SenderEvent) sharding.Message {
+	payload, _ := json.Marshal(protocol.LogAppend{LogEntry: protocol.LogEntry{Client: e.Client, Seq: e.Seq}, Dedup: e.Dedup})
+	return sharding.Message{EntityID: e.To, Op: protocol.OpAppend, Payload: payload, Sender: "sender"}
+}
+
+// DeliveryTimeout bounds one delivery attempt.
+const DeliveryTimeout = 5 * time.Second
+
+// SenderJournal is a sender's state behind its journal: every change is
+// stored (fenced, as every entity's) before it is applied. Its caller
+// serializes its calls.
+type SenderJournal struct {
+	j     journaled
+	state *SenderState
+}
+
+// OpenSender fences the sender ec's journal id and replays its events.
+func OpenSender(ctx context.Context, ec sharding.EntityContext, opts Options) (*SenderJournal, error) {
+	sj := &SenderJournal{state: NewSenderState()}
+	sj.j = newJournaled(ec, protocol.TypeSender, func(data []byte) error {
+		var e SenderEvent
+		if err := json.Unmarshal(data, &e); err != nil {
+			return err
+		}
+		return sj.state.Apply(e)
+	})
+	if err := sj.j.recover(ctx, opts); err != nil {
+		return nil, err
+	}
+	return sj, nil
+}
+
+// State is the sender's state, as stored.
+func (sj *SenderJournal) State() *SenderState { return sj.state }
+
+// store stores e and applies it.
+func (sj *SenderJournal) store(ctx context.Context, e SenderEvent) error {
+	if err := sj.j.sync(ctx); err != nil {
+		return err
+	}
+	if err := sj.j.persist(ctx, e); err != nil {
+		return err
+	}
+	return sj.state.Apply(e)
+}
+
+// Confirm stores the confirmation of a delivery. ErrStale: a newer
+// incarnation holds the sender (this one must stop delivering).
+func (sj *SenderJournal) Confirm(ctx context.Context, deliveryID int64) error {
+	return sj.store(ctx, Confirmed(deliveryID))
+}
+
+// Handle serves send (stored before the reply) and pending. flush, which
+// waits for the redeliveries, is its driver's: for it Handle reports
+// flush and does nothing.
+func (sj *SenderJournal) Handle(ctx context.Context, msg sharding.Message) (res json.RawMessage, flush bool, err error) {
+	op, err := kit.ParseSender(msg.Op, msg.Payload)
+	if err != nil {
+		return nil, false, parsed(err)
+	}
+	switch op.Op {
+	case protocol.OpSend:
+		e := sj.state.Sent(op.Send)
+		if err := sj.store(ctx, e); err != nil {
+			return nil, false, err
+		}
+		res, err := json.Marshal(protocol.SenderSendResult{DeliveryID: e.DeliveryID})
+		return res, false, err
+	case protocol.OpPending:
+		return PendingResult(sj.state.Pending()), false, nil
+	case protocol.OpFlush:
+		return nil, true, nil
+	}
+	return nil, false, fmt.Errorf("%w: unknown sender op %q", ErrBadRequest, msg.Op) // ParseSender knows no other
+}
+
+// PendingResult is the reply of pending and flush: k unconfirmed.
+func PendingResult(k int) json.RawMessage {
+	res, _ := json.Marshal(protocol.SenderPendingResult{Unconfirmed: k})
+	return res
+}
+
+// sender is the node's sender entity: a SenderJournal, a goroutine that
+// redelivers on a ticker and when woken, and flushes that wait on a
+// channel.
 type sender struct {
 	send     Send
 	clock    clock.Clock
 	interval time.Duration
 
-	mu          sync.Mutex // the journal and state, shared with the redeliverer
-	j           journaled
-	next        int64
-	unconfirmed map[int64]senderEvent
-	changed     chan struct{} // closed when unconfirmed shrinks
+	mu      sync.Mutex // the journal and state, shared with the redeliverer
+	sj      *SenderJournal
+	changed chan struct{} // closed when a confirmation is stored
 
 	wake   chan struct{}
 	cancel context.CancelFunc
@@ -76,15 +221,13 @@ func NewSender(opts SenderOptions, send Send) sharding.EntityFactory {
 		opts.RedeliverInterval = time.Second
 	}
 	return func(ctx context.Context, ec sharding.EntityContext) (sharding.Entity, error) {
-		s := &sender{
-			send: send, clock: ec.Clock, interval: opts.RedeliverInterval,
-			unconfirmed: map[int64]senderEvent{}, changed: make(chan struct{}),
-			wake: make(chan struct{}, 1), done: make(chan struct{}),
-		}
-		s.j = newJournaled(ec, protocol.TypeSender, s.apply)
-		s.clock = s.j.clock
-		if err := s.j.recover(ctx, opts.Options); err != nil {
+		sj, err := OpenSender(ctx, ec, opts.Options)
+		if err != nil {
 			return nil, err
+		}
+		s := &sender{
+			send: send, clock: sj.j.clock, interval: opts.RedeliverInterval, sj: sj,
+			changed: make(chan struct{}), wake: make(chan struct{}, 1), done: make(chan struct{}),
 		}
 		rctx, cancel := context.WithCancel(context.Background())
 		s.cancel = cancel
@@ -92,37 +235,6 @@ func NewSender(opts SenderOptions, send Send) sharding.EntityFactory {
 		s.kick()
 		return s, nil
 	}
-}
-
-func (s *sender) apply(data []byte) error {
-	var e senderEvent
-	if err := json.Unmarshal(data, &e); err != nil {
-		return err
-	}
-	switch e.Kind {
-	case "sent":
-		s.unconfirmed[e.DeliveryID] = e
-		s.next = max(s.next, e.DeliveryID)
-	case "confirmed":
-		delete(s.unconfirmed, e.DeliveryID)
-		close(s.changed)
-		s.changed = make(chan struct{})
-	default:
-		return fmt.Errorf("unknown sender event %q", e.Kind)
-	}
-	return nil
-}
-
-// persistApply persists e and applies it; the caller holds mu.
-func (s *sender) persistApply(ctx context.Context, e senderEvent) error {
-	data, _ := json.Marshal(e)
-	if err := s.j.sync(ctx); err != nil {
-		return err
-	}
-	if err := s.j.persist(ctx, e); err != nil {
-		return err
-	}
-	return s.apply(data)
 }
 
 func (s *sender) kick() {
@@ -133,48 +245,29 @@ func (s *sender) kick() {
 }
 
 func (s *sender) Handle(ctx context.Context, msg sharding.Message) (json.RawMessage, error) {
-	op, err := kit.ParseSender(msg.Op, msg.Payload)
-	if err != nil {
-		return nil, parsed(err)
+	s.mu.Lock()
+	res, flush, err := s.sj.Handle(ctx, msg)
+	s.mu.Unlock()
+	if err != nil || !flush {
+		if err == nil && msg.Op == protocol.OpSend {
+			s.kick()
+		}
+		return res, err
 	}
-	switch op.Op {
-	case protocol.OpSend:
-		req := op.Send
+	for {
 		s.mu.Lock()
-		e := senderEvent{Kind: "sent", DeliveryID: s.next + 1, To: req.To, Client: req.Client, Seq: req.Seq, Dedup: req.Dedup}
-		err = s.persistApply(ctx, e)
+		n, ch := s.sj.state.Pending(), s.changed
 		s.mu.Unlock()
-		if err != nil {
-			return nil, err
+		if n == 0 {
+			return PendingResult(0), nil
 		}
 		s.kick()
-		return json.Marshal(protocol.SenderSendResult{DeliveryID: e.DeliveryID})
-	case protocol.OpPending:
-		return json.Marshal(protocol.SenderPendingResult{Unconfirmed: s.pending()})
-	case protocol.OpFlush:
-		for {
-			s.mu.Lock()
-			n, ch := len(s.unconfirmed), s.changed
-			s.mu.Unlock()
-			if n == 0 {
-				break
-			}
-			s.kick()
-			select {
-			case <-ch:
-			case <-ctx.Done():
-				return json.Marshal(protocol.SenderPendingResult{Unconfirmed: n})
-			}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return PendingResult(n), nil
 		}
-		return json.Marshal(protocol.SenderPendingResult{})
 	}
-	return nil, fmt.Errorf("%w: unknown sender op %q", ErrBadRequest, msg.Op) // ParseSender knows no other
-}
-
-func (s *sender) pending() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.unconfirmed)
 }
 
 // redeliver sends every unconfirmed message, oldest first, until confirmed;
@@ -191,19 +284,14 @@ func (s *sender) redeliver(ctx context.Context) {
 		case <-s.wake:
 		}
 		s.mu.Lock()
-		batch := make([]senderEvent, 0, len(s.unconfirmed))
-		for _, e := range s.unconfirmed {
-			batch = append(batch, e)
-		}
+		batch := s.sj.state.Round()
 		s.mu.Unlock()
-		sort.Slice(batch, func(i, j int) bool { return batch[i].DeliveryID < batch[j].DeliveryID })
 		for _, e := range batch {
 			if ctx.Err() != nil {
 				return
 			}
-			payload, _ := json.Marshal(protocol.LogAppend{LogEntry: protocol.LogEntry{Client: e.Client, Seq: e.Seq}, Dedup: e.Dedup})
-			dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			_, err := s.send(dctx, protocol.TypeLog, sharding.Message{EntityID: e.To, Op: protocol.OpAppend, Payload: payload, Sender: "sender"})
+			dctx, cancel := clock.WithTimeout(ctx, s.clock, DeliveryTimeout)
+			_, err := s.send(dctx, protocol.TypeLog, Delivery(e))
 			cancel()
 			if err != nil {
 				// Not confirmed (lost, unknown, or refused): try again on the
@@ -211,7 +299,11 @@ func (s *sender) redeliver(ctx context.Context) {
 				break
 			}
 			s.mu.Lock()
-			cerr := s.persistApply(ctx, senderEvent{Kind: "confirmed", DeliveryID: e.DeliveryID})
+			cerr := s.sj.Confirm(ctx, e.DeliveryID)
+			if cerr == nil {
+				close(s.changed)
+				s.changed = make(chan struct{})
+			}
 			s.mu.Unlock()
 			if errors.Is(cerr, ErrStale) {
 				return // a newer incarnation took over

@@ -17,13 +17,14 @@
 // (joining only, with its previous view), leaves gracefully (shards
 // first, then singletons), runs the id-generator and the coordinators,
 // routes, buffers and forwards entity messages and fire-and-forget tells,
+// runs at-least-once senders that redeliver to log entities (simSender),
 // and has a clock of its own that clock faults skew. Faults act on the
 // simulated world: partitions and one-way cuts, loss, kills (volatile
 // state lost), pauses, journal cuts and a stopped journal, operator
 // downing, graceful leaves, nodes added and removed.
 //
-// Not here: the sender entity; memberlist's own gossip is modelled by
-// push/pull exchanges over streams (see exchange).
+// Not here: memberlist's own gossip, modelled by push/pull exchanges over
+// streams (see exchange).
 package nodes
 
 import (
@@ -71,12 +72,13 @@ type Config struct {
 	RestartDelay      time.Duration // 1 s: a downed node's restart in process
 	LeaveTimeout      time.Duration // 30 s
 	RequestTimeout    time.Duration // 10 s: a client request's bound in the node
+	RedeliverInterval time.Duration // 1 s: an at-least-once sender's redelivery tick
 	// NoFencing and BlindToOneWay are the deliberate bugs
 	// singleton-no-fencing and blind-to-one-way.
 	NoFencing, BlindToOneWay bool
 
 	// EntityTypes are the sharded entity types every node runs (of
-	// protocol.TypeRegister and TypeLog: the sender is not simulated);
+	// protocol.TypeRegister, TypeLog and TypeSender);
 	// none: the nodes run no sharding. Sharding configures each (its
 	// TypeName is set per type; zero fields take the reference node's
 	// defaults, its Bugs the deliberate sharding bugs). EntitySkipReplay
@@ -126,6 +128,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.RequestTimeout <= 0 {
 		c.RequestTimeout = 10 * time.Second
+	}
+	if c.RedeliverInterval <= 0 {
+		c.RedeliverInterval = time.Second
 	}
 	if c.Sharding.DownRemovalMargin <= 0 {
 		c.Sharding.DownRemovalMargin = c.DownRemovalMargin
@@ -476,6 +481,8 @@ func (n *Node) startIncarnation() {
 			r.factory = entities.NewRegister(opts)
 		case protocol.TypeLog:
 			r.factory = entities.NewLog(opts)
+		case protocol.TypeSender:
+			r.factory = senderFactory(r, opts, c.cfg.RedeliverInterval)
 		default:
 			panic(fmt.Sprintf("sim: entity type %q is not simulated", typ))
 		}

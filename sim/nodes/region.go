@@ -174,6 +174,12 @@ func (r *region) register() {
 // the process ends first: the caller's own timeout ends the wait), placed
 // (if set) runs once its place among its shard's messages is fixed.
 func (r *region) deliver(msg sharding.Message, placed func(), answer func(sharding.Reply, error)) {
+	r.deliverBy(msg, r.now()+r.inc.n.c.cfg.RequestTimeout, placed, answer)
+}
+
+// deliverBy is deliver with the caller's deadline (an entity's own
+// delivery attempts have one of their own).
+func (r *region) deliverBy(msg sharding.Message, deadline time.Duration, placed func(), answer func(sharding.Reply, error)) {
 	fail := func(err error) {
 		answer(sharding.Reply{}, err)
 		if placed != nil {
@@ -189,7 +195,7 @@ func (r *region) deliver(msg sharding.Message, placed func(), answer func(shardi
 		return
 	}
 	m := r.newMsg(msg, answer)
-	m.placed = placed
+	m.deadline, m.placed = deadline, placed
 	r.whenFresh(m, func() {
 		r.step(sharding.RgSubmit{Msg: r.rmsg(m)})
 		if !m.sending {

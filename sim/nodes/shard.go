@@ -12,6 +12,7 @@ import (
 	"github.com/shardtest/shardtest/impl/sharding"
 	"github.com/shardtest/shardtest/protocol"
 	"github.com/shardtest/shardtest/protocol/journal"
+	"github.com/shardtest/shardtest/protocol/kit"
 	"github.com/shardtest/shardtest/sim"
 )
 
@@ -182,6 +183,15 @@ func (sh *simShard) handle(h sharding.HandleMsg, m *regionMsg, then func(failed 
 		then(false)
 		return
 	}
+	if ss, ok := ent.inst.(*simSender); ok && isFlush(m.msg) {
+		// A flush waits for the redeliveries, which the node's does on a
+		// channel: the driver answers it.
+		ss.flush(m.deadline, func(res json.RawMessage) {
+			m.done(sharding.Reply{Payload: res, Node: r.self(), Shard: sh.id, EntityIncarnation: h.Inc}, nil)
+			then(false)
+		})
+		return
+	}
 	var res json.RawMessage
 	var err error
 	sh.call(ent, m.deadline, func(ctx context.Context) { res, err = sharding.CallHandle(ent.inst, ctx, m.msg) }, func() {
@@ -298,4 +308,10 @@ func (j entityJournal) Fence(ctx context.Context, pid string) (uint64, int64, er
 		return 0, 0, err
 	}
 	return j.nodeJournal.Fence(ctx, pid)
+}
+
+// isFlush: msg is a well-formed sender flush.
+func isFlush(msg sharding.Message) bool {
+	op, err := kit.ParseSender(msg.Op, msg.Payload)
+	return err == nil && op.Op == protocol.OpFlush
 }
