@@ -197,6 +197,9 @@ func New(cfg Config) (*Cluster, error) {
 	return c, nil
 }
 
+// EntityTypes are the sharded entity types its nodes run.
+func (c *Cluster) EntityTypes() []string { return slices.Clone(c.cfg.EntityTypes) }
+
 // Nodes are the cluster's nodes, n1 first.
 func (c *Cluster) Nodes() []*Node { return c.nodes }
 
