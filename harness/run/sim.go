@@ -259,7 +259,12 @@ func (Sim) simulate(ctx context.Context, t *Test, o Options, dir string) (Option
 		return o, err
 	}
 	defer hw.Close()
-	s := &simRun{t: t, o: o, c: c, w: w, hw: hw, kits: map[string]http.Handler{}}
+	sw, err := history.CreateStatus(filepath.Join(dir, history.StatusFile))
+	if err != nil {
+		return o, err
+	}
+	defer sw.Close()
+	s := &simRun{t: t, o: o, c: c, w: w, hw: hw, kits: map[string]http.Handler{}, sw: sw}
 	for _, n := range c.Nodes() {
 		s.kits[n.Name] = s.kitNode(n).Handler()
 	}
@@ -281,7 +286,10 @@ func (Sim) simulate(ctx context.Context, t *Test, o Options, dir string) (Option
 	if werr != nil {
 		return o, werr
 	}
-	if err := ew.Close(); err != nil {
+	if s.werr != nil {
+		return o, s.werr
+	}
+	if err := errors.Join(ew.Close(), sw.Close()); err != nil {
 		return o, err
 	}
 	return o, hw.Close()
@@ -295,6 +303,11 @@ type simRun struct {
 	w    *sim.World
 	hw   *history.Writer
 	kits map[string]http.Handler
+	// sw records the status samples; nextSample is when the next is
+	// due; werr is the first error writing one.
+	sw         *history.StatusWriter
+	nextSample time.Duration
+	werr       error
 	// procs: every coroutine started, to stop them in the end; current:
 	// the one running now (nil: none, the scheduler runs).
 	procs   []*simProc
@@ -545,10 +558,37 @@ func (s *simRun) runUntil(ctx context.Context, limit time.Duration, cond func() 
 		}
 		next, ok := s.w.Next()
 		if !ok || next > limit {
+			s.sampleBefore(limit + 1)
 			s.w.RunUntil(limit)
 			return cond()
 		}
+		s.sampleBefore(next)
 		s.w.Step()
+	}
+}
+
+// sampleBefore takes the status samples due before t: every
+// StatusInterval of virtual time, each running node's status, as the
+// harness samples it on the other runtimes (status.jsonl). A sample is
+// read between two events, from the node's own status (its kit), with no
+// event of its own: it changes nothing the seed decides, and its window
+// is the instant it was taken. A paused node, which would not answer,
+// gives none.
+func (s *simRun) sampleBefore(t time.Duration) {
+	for ; s.nextSample < t; s.nextSample += StatusInterval {
+		at := int64(max(s.nextSample, s.w.Now()))
+		for _, n := range s.c.Nodes() {
+			if !n.Running() || n.Paused() {
+				continue
+			}
+			st := s.kitNode(n).Status()
+			if st.Self.UID == "" {
+				continue
+			}
+			if err := s.sw.Write(history.Sample(n.Name, at, at, st)); err != nil && s.werr == nil {
+				s.werr = err
+			}
+		}
 	}
 }
 

@@ -24,8 +24,8 @@ func simOptions(name string) Options {
 // TestSimSameSeedSameBytes: a faulty simulated run of the reference node
 // (the ID generator, and sharding with the register workload and with
 // at-least-once senders) is valid,
-// and its options and seed write the same history and node events, byte
-// for byte, each time; another seed writes others.
+// and its options and seed write the same history, node events and status
+// samples, byte for byte, each time; another seed writes others.
 func TestSimSameSeedSameBytes(t *testing.T) {
 	for _, workload := range []string{"idgen", "register", "deliver"} {
 		t.Run(workload, func(t *testing.T) {
@@ -34,6 +34,14 @@ func TestSimSameSeedSameBytes(t *testing.T) {
 				t.Fatal(err)
 			}
 			run := func(seed int64) (hist, events []byte, res Result) {
+				defer func() {
+					// status.jsonl: the samples are the same bytes too.
+					st, err := os.ReadFile(filepath.Join(res.Dir, history.StatusFile))
+					if err != nil || len(st) == 0 {
+						t.Fatalf("status samples: %d bytes, %v", len(st), err)
+					}
+					events = append(events, st...)
+				}()
 				o := simOptions("sim-same")
 				o.Seed, o.Workload = seed, workload
 				test := &Test{Options: o, Runtime: Sim{}, Workload: w, Log: quiet()}

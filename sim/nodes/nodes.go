@@ -325,6 +325,9 @@ func (worldTime) NewTicker(time.Duration) clock.Ticker {
 // Running reports whether the node's process runs (paused or not).
 func (n *Node) Running() bool { return n.inc != nil }
 
+// Paused reports whether the node's process is paused.
+func (n *Node) Paused() bool { return n.paused }
+
 // Member is the node's current member, if its process runs.
 func (n *Node) Member() (cluster.Member, bool) {
 	if n.inc == nil {
