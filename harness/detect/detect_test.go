@@ -84,3 +84,42 @@ func TestOutcomeFailed(t *testing.T) {
 		}
 	}
 }
+
+// The short matrix in simulation: every case of the catalogue on seed 1
+// (each bug with its tries), the whole cluster in this process, two runs
+// at a time. Every bug must be caught by its checker and the correct node
+// under the same schedule never accused. A seed replays exactly, so this
+// is one fixed schedule per case: a change that makes a case miss it (or
+// accuse the correct node) is caught here, in about a minute.
+func TestSimMatrixShort(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the simulated matrix takes about a minute")
+	}
+	cases := scenario.Cases(scenario.Catalog())
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	s, err := suite.New(suite.Config{Runtime: "sim", Results: t.TempDir(), Parallel: 2, Log: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	outs, _, err := Run(context.Background(), s, cases, []int64{1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(outs) != len(cases) {
+		t.Fatalf("%d rows for %d cases", len(outs), len(cases))
+	}
+	for _, o := range outs {
+		if o.Ran() == 0 {
+			t.Errorf("%s did not run in simulation", o.Case)
+			continue
+		}
+		sd := o.Seeds[0]
+		if !sd.Detected {
+			t.Errorf("%s not caught by %s on seed 1: verdict %s (%s)", o.Case, o.Checker, sd.BugVerdict, sd.BugDir)
+		}
+		if sd.CorrectVerdict == checker.Invalid {
+			t.Errorf("%s: the correct node was judged invalid (%s)", o.Case, sd.CorrectDir)
+		}
+	}
+}
