@@ -424,7 +424,8 @@ func Catalog() []Scenario {
 				"the mode allows them, none with de-duplication (delivery)",
 			Nodes: 3, Workload: "deliver", Entities: 20, Limit: 40 * sec,
 			Nemesis: "partition,kill", Interval: 5 * sec,
-			Bugs:  []Bug{{Name: "entity-skip-replay", Args: []string{"--bugs=entity-skip-replay"}, Checker: "delivery", Why: "at-least-once senders restarted after a crash forget the messages they stored: acknowledged messages never arrive"}},
+			Bugs: []Bug{{Name: "entity-skip-replay", Args: []string{"--bugs=entity-skip-replay"}, Checker: "delivery", Tries: 3,
+				Why: "at-least-once senders restarted after a crash forget the messages they stored: acknowledged messages never arrive"}},
 			Smoke: true,
 		},
 	}

@@ -471,9 +471,14 @@ func (m *CoordinatorMachine) register(id uint64, rr RegisterRequest) {
 }
 
 // allocatable: new shards go only to regions whose member is Up and that
-// are not shutting down.
+// are not shutting down, nor being terminated: a region whose shutdown
+// handed off its last shard is no longer shutting down but still
+// registered until its termination is written, and, holding nothing, it
+// is the least loaded; a shard allocated to it then would be freed by the
+// termination while the region starts it (found by join-rebalance in
+// simulation: testdata/coordinator/found-allocated-while-terminating.txt).
 func (m *CoordinatorMachine) allocatable(region string) bool {
-	if m.shuttingDown[region] != nil {
+	if m.shuttingDown[region] != nil || m.terminating[region] {
 		return false
 	}
 	mem, ok := m.snap.Find(region)
