@@ -30,8 +30,8 @@ type appendLog struct {
 func NewLog(opts Options) sharding.EntityFactory {
 	return func(ctx context.Context, ec sharding.EntityContext) (sharding.Entity, error) {
 		l := &appendLog{seen: map[protocol.LogEntry]bool{}}
-		l.journaled = newJournaled(ec, protocol.TypeLog, l.apply)
-		if err := l.recover(ctx, opts); err != nil {
+		l.journaled = newJournaled(ec, protocol.TypeLog)
+		if err := l.recover(ctx, opts, l.apply); err != nil {
 			return nil, err
 		}
 		return l, nil
@@ -53,7 +53,7 @@ func (l *appendLog) Handle(ctx context.Context, msg sharding.Message) (json.RawM
 	if err != nil {
 		return nil, parsed(err)
 	}
-	if err := l.sync(ctx); err != nil {
+	if err := l.sync(ctx, l.apply); err != nil {
 		return nil, err
 	}
 	if op.Op == protocol.OpRead {

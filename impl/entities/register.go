@@ -28,8 +28,8 @@ type register struct {
 func NewRegister(opts Options) sharding.EntityFactory {
 	return func(ctx context.Context, ec sharding.EntityContext) (sharding.Entity, error) {
 		r := &register{}
-		r.journaled = newJournaled(ec, protocol.TypeRegister, r.apply)
-		if err := r.recover(ctx, opts); err != nil {
+		r.journaled = newJournaled(ec, protocol.TypeRegister)
+		if err := r.recover(ctx, opts, r.apply); err != nil {
 			return nil, err
 		}
 		return r, nil
@@ -51,7 +51,7 @@ func (r *register) Handle(ctx context.Context, msg sharding.Message) (json.RawMe
 	if err != nil {
 		return nil, parsed(err)
 	}
-	if err := r.sync(ctx); err != nil {
+	if err := r.sync(ctx, r.apply); err != nil {
 		return nil, err
 	}
 	switch op.Op {

@@ -133,18 +133,20 @@ type SenderJournal struct {
 
 // OpenSender fences the sender ec's journal id and replays its events.
 func OpenSender(ctx context.Context, ec sharding.EntityContext, opts Options) (*SenderJournal, error) {
-	sj := &SenderJournal{state: NewSenderState()}
-	sj.j = newJournaled(ec, protocol.TypeSender, func(data []byte) error {
-		var e SenderEvent
-		if err := json.Unmarshal(data, &e); err != nil {
-			return err
-		}
-		return sj.state.Apply(e)
-	})
-	if err := sj.j.recover(ctx, opts); err != nil {
+	sj := &SenderJournal{state: NewSenderState(), j: newJournaled(ec, protocol.TypeSender)}
+	if err := sj.j.recover(ctx, opts, sj.apply); err != nil {
 		return nil, err
 	}
 	return sj, nil
+}
+
+// apply applies a replayed event.
+func (sj *SenderJournal) apply(data []byte) error {
+	var e SenderEvent
+	if err := json.Unmarshal(data, &e); err != nil {
+		return err
+	}
+	return sj.state.Apply(e)
 }
 
 // State is the sender's state, as stored.
@@ -152,7 +154,7 @@ func (sj *SenderJournal) State() *SenderState { return sj.state }
 
 // store stores e and applies it.
 func (sj *SenderJournal) store(ctx context.Context, e SenderEvent) error {
-	if err := sj.j.sync(ctx); err != nil {
+	if err := sj.j.sync(ctx, sj.apply); err != nil {
 		return err
 	}
 	if err := sj.j.persist(ctx, e); err != nil {
