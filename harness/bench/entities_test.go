@@ -13,8 +13,10 @@ func TestMeasureEntities(t *testing.T) {
 	if testing.Short() {
 		t.Skip("local cluster")
 	}
-	c, err := MeasureEntities(context.Background(), EntitiesOptions{Binary: binary, BasePort: 21800, Nodes: 2, Entities: 3000, Workers: 8,
-		PassivateAfter: 8 * time.Second, Rest: 3 * time.Second, Poll: 500 * time.Millisecond, Dir: t.TempDir()})
+	// The starts take about a second here; --passivate-after leaves them
+	// 13 s (a loaded CI machine once took 7 s for 3,000).
+	c, err := MeasureEntities(context.Background(), EntitiesOptions{Binary: binary, BasePort: 21800, Nodes: 2, Entities: 2000, Workers: 8,
+		PassivateAfter: 16 * time.Second, Rest: 3 * time.Second, Poll: 500 * time.Millisecond, Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -22,7 +24,7 @@ func TestMeasureEntities(t *testing.T) {
 	for _, h := range c.Hosted {
 		held += h
 	}
-	if c.StartFailed != 0 || held < 3000 || held > 3002 {
+	if c.StartFailed != 0 || held < 2000 || held > 2002 {
 		t.Errorf("started %d, %d failed; the nodes held %v", c.Entities, c.StartFailed, c.Hosted)
 	}
 	if b := c.BytesPerEntity(); b < 100 || b > 100_000 {
