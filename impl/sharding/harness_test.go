@@ -441,6 +441,17 @@ func (c *scluster) entityAt(via, at, prefix string) (string, Reply) {
 	}
 }
 
+// awaitTerminated waits until the coordinator, asked through via, no
+// longer lists gone's region (its termination was written).
+func (c *scluster) awaitTerminated(via string, gone *snode) {
+	c.t.Helper()
+	eventually(c.t, 10*time.Second, func() bool {
+		st, err := c.coordState(via)
+		_, still := st.Regions[gone.uid()]
+		return err == nil && !still
+	}, "%s terminated after its graceful shutdown", gone.name)
+}
+
 func (c *scluster) awaitRegistered(names ...string) {
 	c.t.Helper()
 	for _, n := range names {
