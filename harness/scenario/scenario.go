@@ -326,11 +326,15 @@ func Catalog() []Scenario {
 			Danger: "every node is cut off from the journal for 6 s: no allocation, entity start or write can be persisted",
 			Holds: "requests wait and complete after the heal (answered-after-heal; the operation timeout outlasts the cut); " +
 				"nothing acknowledged is lost (linearizable). Docker only (kernel packet filters)",
-			// Many workers, each mostly idle (300 ops/s in all), so that
+			// Many workers, each mostly idle (100 ops/s in all), so that
 			// requests keep arriving during the cut while the workers that
-			// reached the journal wait: a worker with a write under way
-			// waits until the heal.
-			Nodes: 3, Workload: "register", Entities: 1000, Concurrency: 30, Rate: 300, Limit: 25 * sec, OpTimeout: 20 * sec,
+			// reached the journal wait: a worker with a request under way
+			// waits until the heal. The workers last about 3 s into the
+			// cut; with 30 at 300 ops/s they were all waiting within
+			// 0.1 s, and in Docker under load, where the cut takes 0.5 s
+			// to reach every node, none was left to send a request once
+			// it had (answered-after-heal unknown: nothing to judge).
+			Nodes: 3, Workload: "register", Entities: 1000, Concurrency: 300, Rate: 100, Limit: 25 * sec, OpTimeout: 20 * sec,
 			Schedule: []nemesis.Step{targeted(at(8*sec, "partition:journal-cut"), "all"), heal(14*sec, "partition:journal-cut")},
 			Expect:   []checker.Spec{{Name: "answered-after-heal", Fault: "partition:journal-cut"}},
 			Docker:   true,
