@@ -849,23 +849,23 @@ func TestForgedHostShardMakesNoSecondIncarnation(t *testing.T) {
 }
 
 // holdingJournal holds, once armed, the append that carries the n-th
-// event of type hold counted from the arming, until release is closed: a
+// event of type evType counted from the arming, until release is closed: a
 // test keeps a window of the real coordinator's open that lasts one
 // journal write in production.
 type holdingJournal struct {
 	journal.Journal
-	hold    string
+	evType  string
 	mu      sync.Mutex
-	left    int // events of type hold still to pass before the held one; -1: not armed
+	left    int // events of evType still to pass, the held one included; 0: not armed, or held already
 	held    chan struct{}
 	release chan struct{}
 }
 
-func newHoldingJournal(j journal.Journal, hold string) *holdingJournal {
-	return &holdingJournal{Journal: j, hold: hold, left: -1, held: make(chan struct{}), release: make(chan struct{})}
+func newHoldingJournal(j journal.Journal, evType string) *holdingJournal {
+	return &holdingJournal{Journal: j, evType: evType, held: make(chan struct{}), release: make(chan struct{})}
 }
 
-// arm holds the append carrying the n-th next event of type hold.
+// arm holds the append carrying the n-th next event of evType.
 func (j *holdingJournal) arm(n int) {
 	j.mu.Lock()
 	j.left = n
@@ -876,7 +876,7 @@ func (j *holdingJournal) Append(ctx context.Context, pid string, expectedSeq int
 	j.mu.Lock()
 	hold := false
 	for _, d := range data {
-		if j.left > 0 && bytes.Contains(d, []byte(`"type":"`+j.hold+`"`)) {
+		if j.left > 0 && bytes.Contains(d, []byte(`"type":"`+j.evType+`"`)) {
 			j.left--
 			hold = j.left == 0
 		}
@@ -927,10 +927,13 @@ func TestNoShardToARegionBeingTerminated(t *testing.T) {
 	homes := st.homes()
 	extract := HashShards(s.NumberOfShards)
 	free := ""
-	for i := 0; free == ""; i++ {
+	for i := 0; free == "" && i < 1000; i++ {
 		if id := fmt.Sprintf("f%d", i); homes[extract(id)] == "" {
 			free = id
 		}
+	}
+	if free == "" {
+		t.Fatalf("every shard has a home: %v", homes)
 	}
 	hj.arm(len(st.Regions[n2.uid()]))
 	// n2 stays Up: a node hands its shards off before its member leaves
